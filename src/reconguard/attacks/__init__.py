@@ -1,0 +1,1 @@
+"""Attacks: reconstruction from embeddings (more rooms arrive with later issues)."""

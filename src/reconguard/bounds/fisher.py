@@ -1,0 +1,210 @@
+"""``E[G] = E_x[J(x)ᵀ J(x)]``, the expected Fisher information of ``Enc_D`` up to ``1/σ²``
+(spectral-bounds paper, eq. 1 and section 5.3), and the split of its eigenspaces into range and null.
+
+``estimate_fisher`` averages ``J_iᵀ J_i`` over ``k`` inputs, with Jacobians from ``torch.func``:
+``vmap(jacrev)`` when the encoder narrows (m < d), ``vmap(jacfwd)`` otherwise, in chunks so that at
+most ``chunk × m × d`` Jacobian entries exist at once. Products are accumulated in float64 and the
+eigendecomposition is computed once, then reused by every bound for every σ and τ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..checks import as_samples, check_positive_int, check_tau
+from ..errors import ParameterError, ShapeError, UnknownOptionError
+from ..encoders.noisy import split_noise
+from ..results import Result
+
+METHODS = ("auto", "jacrev", "jacfwd", "loop")
+_JACOBIAN_BUDGET = 2**24  # Jacobian entries held at once per chunk (64 MiB in float32)
+
+
+@dataclass(frozen=True)
+class FisherEstimate(Result):
+    """``E[G]`` (``d×d`` float64) with its eigendecomposition (eigenvalues ascending, clipped at 0)."""
+
+    matrix: torch.Tensor
+    eigenvalues: torch.Tensor
+    eigenvectors: torch.Tensor
+    d: int
+    m: int
+    k: int  # inputs averaged over (0 when exact)
+    method: str
+    exact: bool
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _skip_in_dict = ("matrix", "eigenvectors")
+
+    @property
+    def trace(self) -> float:
+        return float(self.eigenvalues.sum())
+
+    @property
+    def lambda_max(self) -> float:
+        return float(self.eigenvalues[-1])
+
+    def to_dict(self):
+        out = super().to_dict()
+        out.update(trace=self.trace, lambda_max=self.lambda_max)
+        return out
+
+    @classmethod
+    def from_matrix(cls, G, *, m: int | None = None, k: int = 0, method: str = "given", exact: bool = True):
+        """Wrap a user-supplied ``E[G]`` (symmetric PSD ``d×d``)."""
+        from ..checks import as_square_matrix
+
+        G = as_square_matrix(G, int(torch.as_tensor(getattr(G, "matrix", G)).shape[0]), "E[G]")
+        evals, evecs = torch.linalg.eigh(G)
+        return cls(G, evals.clamp_min(0.0), evecs, G.shape[0], m if m is not None else G.shape[0], k, method, exact)
+
+
+def as_fisher(fisher) -> FisherEstimate:
+    """Accept a ``FisherEstimate`` or a plain ``d×d`` matrix (API contract)."""
+    return fisher if isinstance(fisher, FisherEstimate) else FisherEstimate.from_matrix(fisher)
+
+
+def _param_dtype(module: nn.Module) -> torch.dtype:
+    for t in list(module.parameters()) + list(module.buffers()):
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+def _param_device(module: nn.Module) -> torch.device:
+    for t in list(module.parameters()) + list(module.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+def _select(x: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+    n = x.shape[0]
+    if k > n:
+        raise ParameterError(f"k={k} is larger than the {n} samples given; lower k or pass more data.")
+    if k == n:
+        return x
+    return x[torch.randperm(n, generator=generator)[:k]]
+
+
+def estimate_fisher(
+    encoder: nn.Module,
+    data=None,
+    k: int = 256,
+    *,
+    method: str = "auto",
+    chunk_size: int | None = None,
+    generator: torch.Generator | None = None,
+    seed: int | None = 0,
+    device: torch.device | str | None = None,
+    exact: bool = True,
+    progress: bool = False,
+) -> FisherEstimate:
+    """Estimate ``E[G] = mean_i J_iᵀ J_i`` of the deterministic part of ``encoder`` over ``k`` inputs.
+
+    ``data``: ``N×d`` or ``N×C×H×W`` samples from the prior (or a dataset with ``.images``);
+    ``k`` of them are drawn without replacement (``generator`` / ``seed``). A ``Noisy`` encoder
+    is unwrapped. When the encoder has a closed form (``exact_fisher()``, e.g. ``LinearEncoder``:
+    ``WᵀW``) and ``exact`` is true, that is used and ``data`` is optional. ``method``:
+    ``auto`` (jacrev if m < d else jacfwd), ``jacrev``, ``jacfwd``, or ``loop`` (one
+    ``torch.autograd.functional.jacobian`` per input: the slow reference). BatchNorm and
+    dropout run in eval mode; the module's mode is restored after.
+    """
+    if method not in METHODS:
+        raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
+    enc, _ = split_noise(encoder)
+    if exact and hasattr(enc, "exact_fisher"):
+        G = enc.exact_fisher().to(torch.float64)
+        if data is not None:
+            x = as_samples(data)
+            if x[0].numel() != G.shape[0]:
+                raise ShapeError(f"data has dimension {x[0].numel()} but the encoder expects d={G.shape[0]}.")
+        evals, evecs = torch.linalg.eigh(G)
+        return FisherEstimate(G, evals.clamp_min(0.0), evecs, G.shape[0], int(getattr(enc, "out_dim", G.shape[0])),
+                              0, "exact", True)
+    if data is None:
+        raise ParameterError("estimate_fisher needs data (samples from the prior) for an encoder "
+                             "without a closed-form Fisher matrix.")
+    k = check_positive_int(k, "k")
+    x = as_samples(data)
+    if generator is None and seed is not None:
+        generator = torch.Generator().manual_seed(int(seed))
+    x = _select(x, k, generator)
+    device = torch.device(device) if device is not None else _param_device(enc)
+    x = x.to(device=device, dtype=_param_dtype(enc))
+    d = int(x[0].numel())
+
+    def f(xi: torch.Tensor) -> torch.Tensor:
+        return enc(xi.unsqueeze(0)).reshape(-1)
+
+    was_training = enc.training
+    enc.eval()
+    try:
+        with torch.no_grad():
+            m = int(f(x[0]).numel())
+        if method == "auto":
+            method = "jacrev" if m < d else "jacfwd"
+        G = torch.zeros(d, d, dtype=torch.float64, device=device)
+        if method == "loop":
+            chunks = [x[i:i + 1] for i in range(k)]
+        else:
+            chunk = chunk_size or max(1, min(k, _JACOBIAN_BUDGET // max(1, m * d)))
+            chunks = list(x.split(chunk))
+        jac = {"jacrev": torch.func.jacrev, "jacfwd": torch.func.jacfwd}.get(method)
+        it = chunks
+        if progress:
+            from tqdm.auto import tqdm
+            it = tqdm(chunks, desc=f"E[G] ({method}, k={k})", leave=False)
+        for xc in it:
+            if method == "loop":
+                J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
+            else:
+                J = torch.func.vmap(jac(f))(xc).reshape(xc.shape[0], m, d)
+            J = J.to(torch.float64).reshape(-1, d)
+            G += J.T @ J
+    finally:
+        enc.train(was_training)
+    G = (G / k).cpu()
+    G = (G + G.T) / 2
+    evals, evecs = torch.linalg.eigh(G)
+    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False)
+
+
+@dataclass(frozen=True)
+class RangeNullSplit(Result):
+    """Orthonormal bases of the range and null spaces of ``E[G]`` (section 5.3).
+
+    Null = eigenvalues ``≤ threshold = max(tau, d·eps)·λ_max``; the ``d·eps`` floor (float64
+    machine epsilon) makes ``tau = 0`` mean the numerically exact null space.
+    """
+
+    tau: float
+    threshold: float
+    rank: int
+    d: int
+    range_basis: torch.Tensor
+    null_basis: torch.Tensor
+    _skip_in_dict = ("range_basis", "null_basis")
+
+    @property
+    def P_r(self) -> torch.Tensor:
+        return self.range_basis @ self.range_basis.T
+
+    @property
+    def P_n(self) -> torch.Tensor:
+        return self.null_basis @ self.null_basis.T
+
+
+def split_range_null(fisher, tau: float = 1e-4) -> RangeNullSplit:
+    """Split ``R^d`` into range(E[G]) and null(E[G]) at ``tau·λ_max`` (``0 <= tau < 1``)."""
+    fisher = as_fisher(fisher)
+    tau = check_tau(tau)
+    threshold = max(tau, fisher.d * float(np.finfo(np.float64).eps)) * fisher.lambda_max
+    null = fisher.eigenvalues <= threshold
+    if fisher.lambda_max == 0:
+        null[:] = True
+    return RangeNullSplit(tau, threshold, int((~null).sum()), fisher.d,
+                          fisher.eigenvectors[:, ~null], fisher.eigenvectors[:, null])
+

@@ -1,0 +1,137 @@
+"""MSE bounds of the spectral-bounds paper (sections 3.1–3.3) and the no-information ceiling.
+
+With ``E[I_e] = E[G]/σ²`` (eq. 1), for any attack ``x̂ = Att(e)``, ``E‖x̂ − x‖²/d`` is at least
+
+* Theorem 1 (Maeng et al.), eq. 2:   ``d / (Tr(E[G])/σ² + Tr(S))``
+* Corollary 1, eq. 3:                ``Tr((E[G]/σ² + S)⁻¹) / d``
+* Corollary 2, eq. 6 (σ = 0):        ``Tr((Uᵀ S U)⁻¹) / d``, U an orthonormal basis of null(E[G])
+* ceiling (no information, §5.5):    ``Tr(S⁻¹) / d``
+
+Corollary 1 is evaluated through the generalised eigenproblem ``E[G] v = θ S v`` (``VᵀSV = I``),
+computed once per (E[G], S) pair: ``Tr((E[G]/σ² + S)⁻¹) = Σ_i ‖v_i‖² / (θ_i/σ² + 1)`` for every σ.
+Corollary 2 reuses the eigendecomposition of ``E[G]`` for every τ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+import torch
+
+from ..checks import as_square_matrix, check_sigma, check_tau
+from ..errors import ParameterError
+from ..results import Result
+from .fisher import FisherEstimate, as_fisher, split_range_null
+
+
+@dataclass(frozen=True)
+class Bound(Result):
+    """A lower bound on ``E‖x̂ − x‖²/d`` (``value``, a Python float) and what it was computed from."""
+
+    name: str
+    value: float
+    formula: str
+    d: int
+    sigma: float | None = None
+    tau: float | None = None
+    rank: int | None = None  # rank of E[G] used (None when the bound does not use it)
+    inputs: dict = field(default_factory=dict)
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def _summary(fisher: FisherEstimate, S: torch.Tensor) -> dict:
+    return {"trace_G": fisher.trace, "lambda_max_G": fisher.lambda_max, "trace_S": float(torch.trace(S)),
+            "k": fisher.k, "fisher_method": fisher.method, "fisher_exact": fisher.exact, "m": fisher.m}
+
+
+def _prepare(fisher, S) -> tuple[FisherEstimate, torch.Tensor]:
+    fisher = as_fisher(fisher)
+    return fisher, as_square_matrix(S, fisher.d, "S (score matrix)")
+
+
+def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """``(θ, ‖v_i‖²)`` of ``E[G] v = θ S v``, cached on the estimate per S."""
+    key = ("geig", hashlib.sha1(S.numpy().tobytes()).hexdigest())
+    if key not in fisher._cache:
+        try:
+            theta, V = scipy.linalg.eigh(fisher.matrix.numpy(), S.numpy())
+        except np.linalg.LinAlgError as exc:
+            raise ParameterError("S (score matrix) must be positive definite for Corollary 1; "
+                                 f"its Cholesky factorisation failed ({exc}).") from exc
+        fisher._cache[key] = (np.clip(theta, 0.0, None), (V * V).sum(0))
+    return fisher._cache[key]
+
+
+def maeng_bound(fisher, S, sigma: float) -> Bound:
+    """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit)."""
+    fisher, S = _prepare(fisher, S)
+    sigma = check_sigma(sigma)
+    trace_S = float(torch.trace(S))
+    if sigma == 0 and fisher.trace > 0:
+        value = 0.0
+    else:
+        denom = (fisher.trace / sigma**2 if sigma > 0 else 0.0) + trace_S
+        if denom <= 0:
+            raise ParameterError("Tr(E[G])/σ² + Tr(S) must be positive for Theorem 1 (S is zero?).")
+        value = fisher.d / denom
+    return Bound("maeng", value, "d / (Tr(E[G])/sigma^2 + Tr(S))", fisher.d, sigma=sigma,
+                 inputs=_summary(fisher, S))
+
+
+def mse_bound(fisher, S, sigma: float) -> Bound:
+    """Corollary 1 (eq. 3): ``Tr((E[G]/σ² + S)⁻¹)/d`` for σ > 0."""
+    fisher, S = _prepare(fisher, S)
+    sigma = check_sigma(sigma)
+    if sigma == 0:
+        raise ParameterError("mse_bound (Corollary 1) needs sigma > 0; for a noise-free encoder use "
+                             "noiseless_mse_bound (Corollary 2).")
+    theta, weight = _generalised_eig(fisher, S)
+    value = float(np.sum(weight / (theta / sigma**2 + 1.0))) / fisher.d
+    return Bound("mse", value, "Tr((E[G]/sigma^2 + S)^-1) / d", fisher.d, sigma=sigma,
+                 rank=int(np.sum(theta > 0)), inputs=_summary(fisher, S))
+
+
+def noiseless_mse_bound(fisher, S, tau: float = 1e-4) -> Bound:
+    """Corollary 2 (eq. 6): ``Tr((UᵀSU)⁻¹)/d``, U the null space of E[G] at threshold ``tau·λ_max``."""
+    fisher, S = _prepare(fisher, S)
+    split = split_range_null(fisher, check_tau(tau))
+    U = split.null_basis
+    if U.shape[1] == 0:
+        value = 0.0
+    else:
+        evals = torch.linalg.eigvalsh(U.T @ S @ U)
+        if float(evals.min()) <= 0:
+            raise ParameterError("UᵀSU is singular: S has no curvature along part of the null space of E[G], "
+                                 "so Corollary 2 is infinite; check S (score_quality) or lower tau.")
+        value = float((1.0 / evals).sum()) / fisher.d
+    return Bound("noiseless_mse", value, "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0,
+                 tau=split.tau, rank=split.rank, inputs={**_summary(fisher, S), "threshold": split.threshold})
+
+
+def ceiling(S) -> Bound:
+    """The bound with no information (``E[G] = 0``): ``Tr(S⁻¹)/d`` (section 5.5)."""
+    S_t = torch.as_tensor(getattr(S, "matrix", S))
+    S = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")
+    evals = torch.linalg.eigvalsh(S)
+    if float(evals.min()) <= 0:
+        raise ParameterError("S (score matrix) must be positive definite to have a ceiling Tr(S^-1)/d.")
+    return Bound("ceiling", float((1.0 / evals).sum()) / S.shape[0], "Tr(S^-1) / d", S.shape[0],
+                 rank=0, inputs={"trace_S": float(evals.sum())})
+
+
+def rtc(bound, ceiling_bound) -> Bound:
+    """Ratio to ceiling (section 5.5): ``ln(ceiling / bound)``; 0 = no information, ∞ when the bound is 0."""
+    b, c = float(bound), float(ceiling_bound)
+    if c <= 0 or b < 0:
+        raise ParameterError(f"RTC needs a positive ceiling and a non-negative bound (got {c}, {b}).")
+    value = math.inf if b == 0 else math.log(c / b)
+    base = bound if isinstance(bound, Bound) else None
+    return Bound("rtc", value, "ln(ceiling / bound)", base.d if base else 0,
+                 sigma=base.sigma if base else None, tau=base.tau if base else None,
+                 rank=base.rank if base else None, inputs={"bound": b, "ceiling": c})

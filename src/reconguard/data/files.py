@@ -1,0 +1,126 @@
+"""Loaders for benchmark datasets from a local folder (nothing downloads).
+
+* MNIST: the four IDX files (``train-images-idx3-ubyte`` …, optionally ``.gz``), in the folder
+  given or in its ``MNIST/raw`` subfolder (torchvision's layout).
+* CIFAR-10: the python batches (``data_batch_1`` … ``data_batch_5``, ``test_batch``) in the folder
+  given or in its ``cifar-10-batches-py`` subfolder. The batches are pickles; they are read with
+  an unpickler that only builds dicts, lists, bytes and numpy arrays, so a tampered file cannot
+  run code.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import CorruptDataError, DataFileNotFoundError, UnknownOptionError
+from .datasets import ImageDataset
+
+MNIST_FORMAT = ("MNIST IDX files: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
+                "t10k-labels-idx1-ubyte (optionally .gz), from http://yann.lecun.com/exdb/mnist/")
+CIFAR_FORMAT = ("CIFAR-10 python batches: data_batch_1 … data_batch_5 and test_batch "
+                "(the 'CIFAR-10 python version' archive, extracted)")
+
+
+def _check_split(split: str) -> str:
+    if split not in ("train", "test"):
+        raise UnknownOptionError(f"split must be 'train' or 'test', got {split!r}.")
+    return split
+
+
+def _find(root: Path, names: list[str], subdirs: list[str], what: str, fmt: str) -> Path:
+    if not root.is_dir():
+        raise DataFileNotFoundError(f"{what}: folder {root} does not exist. Expected {fmt}.")
+    searched = [root / s for s in subdirs]
+    for folder in searched:
+        for name in names:
+            if (folder / name).is_file():
+                return folder / name
+    raise DataFileNotFoundError(
+        f"{what}: no file named {' or '.join(names)} in {', '.join(str(s) for s in searched)}. Expected {fmt}."
+    )
+
+
+def _read_idx(path: Path, expect_magic: int, expect_ndim: int) -> np.ndarray:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as exc:
+        raise CorruptDataError(f"{path}: cannot read ({exc}). Expected {MNIST_FORMAT}.") from exc
+    if len(raw) < 4 + 4 * expect_ndim:
+        raise CorruptDataError(f"{path}: file too short for an IDX header. Expected {MNIST_FORMAT}.")
+    magic = struct.unpack(">I", raw[:4])[0]
+    if magic != expect_magic:
+        raise CorruptDataError(f"{path}: IDX magic number 0x{magic:08x}, expected 0x{expect_magic:08x}. "
+                               f"Expected {MNIST_FORMAT}.")
+    dims = struct.unpack(f">{expect_ndim}I", raw[4:4 + 4 * expect_ndim])
+    body = raw[4 + 4 * expect_ndim:]
+    if len(body) != int(np.prod(dims)):
+        raise CorruptDataError(f"{path}: header says {dims} ({int(np.prod(dims))} bytes) but the file holds "
+                               f"{len(body)} bytes; the file is truncated or corrupt.")
+    return np.frombuffer(body, dtype=np.uint8).reshape(dims)
+
+
+def load_mnist(root: str | Path, split: str = "train") -> ImageDataset:
+    """MNIST from local IDX files as ``N×1×28×28`` float32 in [0, 1] (pixels / 255)."""
+    root, prefix = Path(root), {"train": "train", "test": "t10k"}[_check_split(split)]
+    subdirs = [".", "MNIST/raw", "raw"]
+    img_path = _find(root, [f"{prefix}-images-idx3-ubyte", f"{prefix}-images.idx3-ubyte",
+                            f"{prefix}-images-idx3-ubyte.gz"], subdirs, f"MNIST {split} images", MNIST_FORMAT)
+    lab_path = _find(root, [f"{prefix}-labels-idx1-ubyte", f"{prefix}-labels.idx1-ubyte",
+                            f"{prefix}-labels-idx1-ubyte.gz"], subdirs, f"MNIST {split} labels", MNIST_FORMAT)
+    images = _read_idx(img_path, 0x00000803, 3)
+    labels = _read_idx(lab_path, 0x00000801, 1)
+    if images.shape[0] != labels.shape[0]:
+        raise CorruptDataError(f"{img_path} holds {images.shape[0]} images but {lab_path} {labels.shape[0]} labels.")
+    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
+    return ImageDataset(x, torch.from_numpy(labels.astype(np.int64)), name=f"mnist-{split}")
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Builds only what a CIFAR-10 batch holds: dicts, lists, bytes, strings and numpy arrays."""
+
+    _allowed = {
+        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+        ("_codecs", "encode"), ("builtins", "bytearray"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) in self._allowed:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} (not part of a CIFAR-10 batch)")
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        with open(path, "rb") as fh:
+            batch = _SafeUnpickler(io.BytesIO(fh.read()), encoding="bytes").load()
+        data = np.asarray(batch[b"data"], dtype=np.uint8)
+        labels = np.asarray(batch.get(b"labels", batch.get(b"fine_labels")), dtype=np.int64)
+    except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptDataError(f"{path}: not a CIFAR-10 python batch ({exc}). Expected {CIFAR_FORMAT}.") from exc
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.shape[0]:
+        raise CorruptDataError(f"{path}: data of shape {data.shape} with {labels.shape[0]} labels; "
+                               f"expected N×3072 uint8 and N labels.")
+    return data, labels
+
+
+def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
+    """CIFAR-10 from local python batches as ``N×3×32×32`` float32 in [0, 1] (pixels / 255)."""
+    root = Path(root)
+    names = [f"data_batch_{i}" for i in range(1, 6)] if _check_split(split) == "train" else ["test_batch"]
+    subdirs = [".", "cifar-10-batches-py"]
+    parts = [_read_cifar_batch(_find(root, [n], subdirs, f"CIFAR-10 {split} batch {n}", CIFAR_FORMAT)) for n in names]
+    data = np.concatenate([p[0] for p in parts]).reshape(-1, 3, 32, 32)
+    labels = np.concatenate([p[1] for p in parts])
+    x = torch.from_numpy(data.astype(np.float32) / 255.0)
+    return ImageDataset(x, torch.from_numpy(labels), name=f"cifar10-{split}")
