@@ -158,11 +158,14 @@ def estimate_fisher(
             from tqdm.auto import tqdm
             it = tqdm(chunks, desc=f"E[G] ({method}, k={k})", leave=False)
         for xc in it:
-            if method == "loop":
-                J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
-            else:
-                J = torch.func.vmap(jac(f))(xc).reshape(xc.shape[0], m, d)
-            J = J.to(torch.float64).reshape(-1, d)
+            # torch.func transforms and autograd.functional differentiate w.r.t. the input even under
+            # no_grad; no_grad keeps the module's parameters out of the graph.
+            with torch.no_grad():
+                if method == "loop":
+                    J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
+                else:
+                    J = torch.func.vmap(jac(f))(xc).reshape(xc.shape[0], m, d)
+            J = J.detach().to(torch.float64).reshape(-1, d)
             G += J.T @ J
     finally:
         enc.train(was_training)
