@@ -1,0 +1,129 @@
+"""Datasets and priors without a network: digits, MNIST IDX and CIFAR-10 batches written here, scores."""
+
+import gzip
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from reconguard import errors
+from reconguard.bounds import score_matrix, score_quality
+from reconguard.data import (ImageDataset, gaussian_prior, load_cifar10, load_digits, load_mnist, smooth,
+                             smoothed_empirical_prior)
+
+
+def test_digits_shapes_and_range():
+    ds = load_digits()
+    assert len(ds) == 1797 and ds.shape == (1, 8, 8) and ds.dim == 64
+    assert float(ds.images.min()) == 0.0 and float(ds.images.max()) == 1.0
+    assert set(ds.labels.tolist()) == set(range(10))
+    big = load_digits(28)
+    assert big.shape == (1, 28, 28) and 0 <= float(big.images.min()) and float(big.images.max()) <= 1
+    img, label = big[5]
+    assert img.shape == (1, 28, 28) and int(label) == int(ds.labels[5])
+
+
+def _write_idx(path, array, magic, compress=False):
+    header = struct.pack(">I", magic) + struct.pack(f">{array.ndim}I", *array.shape)
+    data = header + array.astype(np.uint8).tobytes()
+    (gzip.open if compress else open)(path, "wb").write(data)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_mnist_idx_roundtrip(tmp_path, compress):
+    rng = np.random.default_rng(0)
+    imgs, labels = rng.integers(0, 256, (5, 28, 28)), rng.integers(0, 10, 5)
+    sfx = ".gz" if compress else ""
+    _write_idx(tmp_path / f"t10k-images-idx3-ubyte{sfx}", imgs, 0x803, compress)
+    _write_idx(tmp_path / f"t10k-labels-idx1-ubyte{sfx}", labels, 0x801, compress)
+    ds = load_mnist(tmp_path, "test")
+    assert ds.images.shape == (5, 1, 28, 28)
+    assert torch.allclose(ds.images[:, 0] * 255, torch.tensor(imgs, dtype=torch.float32))
+    assert ds.labels.tolist() == labels.tolist()
+
+
+def test_mnist_corrupt(tmp_path):
+    _write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((2, 28, 28)), 0x803)
+    _write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2), 0x999)
+    with pytest.raises(errors.CorruptDataError, match="magic"):
+        load_mnist(tmp_path)
+    _write_idx(tmp_path / "train-labels-idx1-ubyte", np.zeros(2), 0x801)
+    (tmp_path / "train-images-idx3-ubyte").write_bytes((tmp_path / "train-images-idx3-ubyte").read_bytes()[:-10])
+    with pytest.raises(errors.CorruptDataError, match="truncated"):
+        load_mnist(tmp_path)
+
+
+def _write_cifar(folder, names, n=3):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1)
+    for name in names:
+        batch = {b"data": rng.integers(0, 256, (n, 3072)).astype(np.uint8), b"labels": list(rng.integers(0, 10, n))}
+        (folder / name).write_bytes(pickle.dumps(batch))
+
+
+def test_cifar_batches(tmp_path):
+    _write_cifar(tmp_path / "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"])
+    train, test = load_cifar10(tmp_path), load_cifar10(tmp_path, "test")
+    assert train.images.shape == (15, 3, 32, 32) and test.images.shape == (3, 3, 32, 32)
+    assert 0 <= float(train.images.min()) and float(train.images.max()) <= 1
+
+
+def test_cifar_refuses_code_in_pickle(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    (tmp_path / "test_batch").write_bytes(pickle.dumps({b"data": Evil(), b"labels": [0]}))
+    with pytest.raises(errors.CorruptDataError, match="refusing"):
+        load_cifar10(tmp_path, "test")
+
+
+def test_image_dataset_rejects_bad_range():
+    with pytest.raises(errors.PixelRangeError, match="255"):
+        ImageDataset(torch.full((2, 1, 4, 4), 200.0))
+
+
+def test_gaussian_score_is_exact():
+    p = gaussian_prior(0.5, 0.2, 10)
+    x = p.sample(7, generator=torch.Generator().manual_seed(0)).requires_grad_(True)
+    auto = torch.autograd.grad(p.log_prob(x).sum(), x)[0]
+    assert torch.allclose(p.score(x.detach()), auto, atol=1e-10)
+    assert torch.allclose(score_matrix(p), torch.eye(10, dtype=torch.float64) / 0.2**2, rtol=1e-15)
+    # Monte-Carlo S from samples agrees with the exact one
+    S_mc = score_matrix(p.score, p.sample(50000, generator=torch.Generator().manual_seed(1)))
+    assert float((S_mc - score_matrix(p)).abs().max()) < 0.05 * 25
+
+
+def test_mixture_score_matches_autograd_and_quality():
+    ds = load_digits()
+    p = smoothed_empirical_prior(ds, 0.1)
+    x = p.sample(5, generator=torch.Generator().manual_seed(0)).requires_grad_(True)
+    auto = torch.autograd.grad(p.log_prob(x).sum(), x)[0]
+    assert torch.allclose(p.score(x.detach()), auto, rtol=1e-8, atol=1e-8)
+    samples = p.sample(20000, generator=torch.Generator().manual_seed(2))
+    S = score_matrix(p, samples)
+    q = score_quality(S, samples)
+    # Cramér–Rao: Σ^½ S Σ^½ ⪰ I for the true S. Directions where the digits never vary (corner
+    # pixels) sit at exactly 1, so Monte-Carlo noise in S and Σ (20,000 samples) scatters them
+    # a few % either side; the rest are far above 1.
+    assert q.ok is False or q.min >= 1
+    assert score_quality(S, samples, tol=0.12).ok
+    assert float(q.eigenvalues[-1]) > 10
+
+
+def test_score_quality_flags_a_wrong_score():
+    p = gaussian_prior(0.5, 0.2, 8)
+    x = p.sample(20000, generator=torch.Generator().manual_seed(0))
+    good, bad = score_quality(score_matrix(p), x), score_quality(score_matrix(p) / 4, x)
+    assert good.min == pytest.approx(1.0, abs=0.06)
+    assert bad.fraction_below_one == 1.0 and not bad.ok
+
+
+def test_smoothing_is_seeded_and_sized():
+    x = load_digits().images[:4]
+    a = smooth(x, 0.1, torch.Generator().manual_seed(0))
+    b = smooth(x, 0.1, torch.Generator().manual_seed(0))
+    assert torch.equal(a, b) and a.shape == x.shape
+    assert float((a - x).std()) == pytest.approx(0.1, rel=0.1)
