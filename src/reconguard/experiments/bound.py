@@ -30,6 +30,13 @@ class BoundRow(Result):
     tau: float | None
 
 
+def bound_row(fisher: FisherEstimate, S: torch.Tensor, top, sigma: float, tau: float) -> BoundRow:
+    """Corollary 1 (σ > 0) or Corollary 2 (σ = 0), Theorem 1, the ceiling ``top`` and RTC at one σ."""
+    b = mse_bound(fisher, S, sigma) if sigma > 0 else noiseless_mse_bound(fisher, S, tau)
+    return BoundRow(sigma, b.name, b.value, maeng_bound(fisher, S, sigma).value, top.value, rtc(b, top).value,
+                    b.rank if b.rank is not None else fisher.m, tau if sigma == 0 else None)
+
+
 @dataclass(frozen=True)
 class BoundReport(Result):
     encoder: str
@@ -58,12 +65,7 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
     tau = default_tau(fisher) if tau is None else check_tau(tau)
     S = score_matrix(prior, n=score_samples, seed=seed + 1)
     top = ceiling(S)
-    rows = []
-    for sigma in sigmas:
-        b = mse_bound(fisher, S, sigma) if sigma > 0 else noiseless_mse_bound(fisher, S, tau)
-        rows.append(BoundRow(sigma, b.name, b.value, maeng_bound(fisher, S, sigma).value, top.value,
-                             rtc(b, top).value, b.rank if b.rank is not None else fisher.m,
-                             tau if sigma == 0 else None))
+    rows = [bound_row(fisher, S, top, sigma, tau) for sigma in sigmas]
     return BoundReport(type(enc).__name__, prior.name, fisher.d, fisher.m, fisher, rows,
                        {"k": fisher.k, "tau": tau, "score_samples": score_samples, "seed": seed,
                         "fisher_method": fisher.method, "exact_fisher": fisher.exact})

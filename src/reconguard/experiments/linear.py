@@ -9,37 +9,32 @@ ceiling and RTC; then the Bayes-optimal MMSE attack on ``n_attack`` fresh sample
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
 from ..attacks.reconstruction import mixture_mmse_attack
-from ..bounds import ceiling, estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound, rtc, score_matrix
+from ..bounds import ceiling, estimate_fisher, score_matrix
 from ..data import GaussianMixturePrior
 from ..encoders import Noisy, random_linear, skewed_linear
 from ..errors import UnknownOptionError
 from ..metrics import mse
 from ..results import Result
+from .bound import BoundRow, bound_row
 
 AXES = ("m", "alpha")
 
 
 @dataclass(frozen=True)
-class SweepPoint(Result):
-    """One encoder × noise level: the bounds and the attack's achieved MSE/d."""
+class SweepPoint(BoundRow):
+    """One encoder × noise level: the bounds (``BoundRow``) and the attack's achieved MSE/d."""
 
     dataset: str
     axis: str
     x: float
     m: int
     d: int
-    sigma: float
-    bound_name: str
-    bound: float
-    maeng: float
-    ceiling: float
-    rtc: float
-    rank: int
     attack_mse: float | None = None
     attack_stderr: float | None = None
     n_attack: int = 0
@@ -108,11 +103,8 @@ def linear_sweep(prior: GaussianMixturePrior, dataset: str, axis: str, values, s
         enc = make_encoder(axis, value, d, seed + 1000 * i + 1)
         fisher = estimate_fisher(enc)
         for j, sigma in enumerate(sigmas):
-            b = mse_bound(fisher, S, sigma) if sigma > 0 else noiseless_mse_bound(fisher, S, tau)
-            point = dict(dataset=dataset, axis=axis, x=float(value), m=enc.out_dim, d=d, sigma=float(sigma),
-                         bound_name=b.name, bound=b.value, maeng=maeng_bound(fisher, S, sigma).value,
-                         ceiling=top.value, rtc=rtc(b, top).value,
-                         rank=b.rank if b.rank is not None else fisher.m)
+            row = bound_row(fisher, S, top, float(sigma), tau)
+            point = dict(dataclasses.asdict(row), dataset=dataset, axis=axis, x=float(value), m=enc.out_dim, d=d)
             if n_attack > 0:
                 g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
                 x = prior.sample(n_attack, generator=g)
