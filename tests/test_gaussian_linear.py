@@ -118,3 +118,13 @@ def test_corollary_1_tends_to_corollary_2(prior):
     limit = noiseless_mse_bound(fisher, S, tau=0.0).value
     assert mse_bound(fisher, S, 1e-7).value == pytest.approx(limit, rel=1e-6)
     assert mse_bound(fisher, S, 1e-3).value >= limit
+
+
+def test_plain_tensors_accepted(prior):
+    """API contract: fisher may be a plain d×d tensor and S a d×d tensor."""
+    enc = random_linear(D, 16, seed=9)
+    G = enc.W.T @ enc.W
+    S = torch.eye(D, dtype=torch.float64) / ETA**2
+    assert mse_bound(G, S, 1e-3).value == pytest.approx(mse_bound(estimate_fisher(enc), S, 1e-3).value, rel=1e-12)
+    assert noiseless_mse_bound(G.float(), S.float(), tau=0.0).value == pytest.approx(ETA**2 * 48 / 64, rel=1e-6)
+    assert isinstance(mse_bound(G, S, 1e-3).value, float)

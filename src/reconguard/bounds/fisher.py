@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -37,6 +36,7 @@ class FisherEstimate(Result):
     k: int  # inputs averaged over (0 when exact)
     method: str
     exact: bool
+    eps: float = float(torch.finfo(torch.float64).eps)  # precision E[G] was computed in (round-off floor)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     _skip_in_dict = ("matrix", "eigenvectors")
 
@@ -58,9 +58,12 @@ class FisherEstimate(Result):
         """Wrap a user-supplied ``E[G]`` (symmetric PSD ``d×d``)."""
         from ..checks import as_square_matrix
 
-        G = as_square_matrix(G, int(torch.as_tensor(getattr(G, "matrix", G)).shape[0]), "E[G]")
+        raw = torch.as_tensor(getattr(G, "matrix", G))
+        eps = float(torch.finfo(raw.dtype).eps) if raw.is_floating_point() else float(torch.finfo(torch.float64).eps)
+        G = as_square_matrix(raw, int(raw.shape[0]), "E[G]")
         evals, evecs = torch.linalg.eigh(G)
-        return cls(G, evals.clamp_min(0.0), evecs, G.shape[0], m if m is not None else G.shape[0], k, method, exact)
+        return cls(G, evals.clamp_min(0.0), evecs, G.shape[0], m if m is not None else G.shape[0], k, method, exact,
+                   eps)
 
 
 def as_fisher(fisher) -> FisherEstimate:
@@ -141,6 +144,7 @@ def estimate_fisher(
         raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
     enc, _ = split_noise(encoder)
     if exact and hasattr(enc, "exact_fisher"):
+        eps = float(torch.finfo(enc.W.dtype if hasattr(enc, "W") else torch.float64).eps)
         G = enc.exact_fisher().to(torch.float64)
         if data is not None:
             x = as_samples(data)
@@ -148,7 +152,7 @@ def estimate_fisher(
                 raise ShapeError(f"data has dimension {x[0].numel()} but the encoder expects d={G.shape[0]}.")
         evals, evecs = torch.linalg.eigh(G)
         return FisherEstimate(G, evals.clamp_min(0.0), evecs, G.shape[0], int(getattr(enc, "out_dim", G.shape[0])),
-                              0, "exact", True)
+                              0, "exact", True, eps)
     if data is None:
         raise ParameterError("estimate_fisher needs data (samples from the prior) for an encoder "
                              "without a closed-form Fisher matrix.")
@@ -199,15 +203,17 @@ def estimate_fisher(
     G = (G / k).cpu()
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
-    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False)
+    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False,
+                          float(torch.finfo(x.dtype).eps))
 
 
 @dataclass(frozen=True)
 class RangeNullSplit(Result):
     """Orthonormal bases of the range and null spaces of ``E[G]`` (section 5.3).
 
-    Null = eigenvalues ``≤ threshold = max(tau, d·eps)·λ_max``; the ``d·eps`` floor (float64
-    machine epsilon) makes ``tau = 0`` mean the numerically exact null space.
+    Null = eigenvalues ``≤ threshold = max(tau, d·eps)·λ_max``, eps the machine epsilon of the
+    precision E[G] was computed in; the ``d·eps`` floor makes ``tau = 0`` mean the numerically exact
+    null space (eigenvalues that are zero up to round-off).
     """
 
     tau: float
@@ -231,7 +237,7 @@ def split_range_null(fisher, tau: float = 1e-4) -> RangeNullSplit:
     """Split ``R^d`` into range(E[G]) and null(E[G]) at ``tau·λ_max`` (``0 <= tau < 1``)."""
     fisher = as_fisher(fisher)
     tau = check_tau(tau)
-    threshold = max(tau, fisher.d * float(np.finfo(np.float64).eps)) * fisher.lambda_max
+    threshold = max(tau, fisher.d * fisher.eps) * fisher.lambda_max
     null = fisher.eigenvalues <= threshold
     if fisher.lambda_max == 0:
         null[:] = True

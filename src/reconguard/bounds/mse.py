@@ -66,7 +66,7 @@ def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarra
                                  f"its Cholesky factorisation failed ({exc}).") from exc
         # eigenvalues within float64 round-off of zero are exactly zero (the τ = 0 rule of
         # split_range_null); otherwise 1/σ² would amplify round-off at tiny σ
-        theta = np.where(theta <= fisher.d * np.finfo(np.float64).eps * max(theta.max(), 0.0), 0.0, theta)
+        theta = np.where(theta <= fisher.d * fisher.eps * max(theta.max(), 0.0), 0.0, theta)
         fisher._cache[key] = (theta, (V * V).sum(0))
     return fisher._cache[key]
 
