@@ -19,26 +19,41 @@ def _umask() -> int:
     return mask
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is renamed onto ``path`` (else removed)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` (dataclasses, tensors allowed) as indented JSON, atomically."""
     return write_text_atomic(path, json.dumps(to_jsonable(obj), indent=2) + "\n")
+
+
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """``torch.save`` atomically; tensors, dicts, lists and numbers only, so it loads with ``weights_only=True``."""
+    import torch
+
+    with atomic_file(path) as tmp:
+        torch.save(obj, tmp)
+    return Path(path)
 
 
 @contextlib.contextmanager

@@ -2,9 +2,9 @@
 
 from .fisher import FisherEstimate, RangeNullSplit, estimate_fisher, split_range_null
 from .mse import Bound, ceiling, maeng_bound, mse_bound, noiseless_mse_bound, rtc
-from .score import ScoreQuality, score_matrix, score_quality
+from .score import ScoreQuality, ddpm_score, ddpm_timestep, score_matrix, score_quality
 
 __all__ = [
     "FisherEstimate", "RangeNullSplit", "estimate_fisher", "split_range_null", "Bound", "ceiling",
-    "maeng_bound", "mse_bound", "noiseless_mse_bound", "rtc", "ScoreQuality", "score_matrix", "score_quality",
+    "maeng_bound", "mse_bound", "noiseless_mse_bound", "rtc", "ScoreQuality", "score_matrix", "score_quality", "ddpm_score", "ddpm_timestep",
 ]

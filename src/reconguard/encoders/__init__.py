@@ -1,10 +1,10 @@
-"""What turns private data into a release: linear and split-CNN encoders, optionally noisy."""
+"""What turns private data into a release: linear and split-network encoders, optionally noisy."""
 
 from .linear import LinearEncoder, random_linear, random_orthogonal, skewed_eigenvalues, skewed_linear
 from .noisy import Noisy, split_noise
-from .splitcnn import SPLITS, SplitCNN
+from .split import SplitCNN, SplitNet, SplitResNet18
 
 __all__ = [
     "LinearEncoder", "random_linear", "skewed_linear", "skewed_eigenvalues", "random_orthogonal",
-    "Noisy", "split_noise", "SplitCNN", "SPLITS",
+    "Noisy", "split_noise", "SplitNet", "SplitCNN", "SplitResNet18",
 ]
