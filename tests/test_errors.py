@@ -107,8 +107,8 @@ def test_unknown_options():
 def test_cli_error_is_clean_and_leaves_no_output(tmp_path, capsys):
     out = tmp_path / "runs" / "bad"
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\nkind: linear-sweep\nparams: {axis: m, sigmas: [-1.0], datasets: {gaussian: {}}}\n"
-                   "presets: {smoke: {size: 4, values: [2], n_attack: 8}}\n")
+    bad.write_text("name: bad\nkind: sweep\nparams: {sigmas: [-1.0], datasets: {gaussian: {}}}\n"
+                   "presets: {smoke: {size: 4, encoders: [{family: linear, m: 2}], n_attack: 8}}\n")
     assert main(["run", str(bad), "--preset", "smoke", "--out", str(out), "--quiet"]) == 2
     assert "sigma" in capsys.readouterr().err
     assert not out.exists()
@@ -139,7 +139,7 @@ def test_unknown_recipe_and_keys(tmp_path, capsys):
     assert main(["run", "no-such-recipe", "--quiet", "--out", str(tmp_path / "x")]) == 2
     assert "unknown recipe" in capsys.readouterr().err and not (tmp_path / "x").exists()
     bad = tmp_path / "typo.yaml"
-    bad.write_text("name: t\nkind: linear-sweep\nparams: {sigmass: [0]}\npresets: {smoke: {values: [2]}}\n")
+    bad.write_text("name: t\nkind: sweep\nparams: {sigmass: [0]}\npresets: {smoke: {size: 4}}\n")
     with pytest.raises(errors.UnknownOptionError, match="sigmass"):
         load_recipe(bad)
     with pytest.raises(errors.DataFileNotFoundError, match="missing.yaml"):

@@ -51,7 +51,7 @@ def _cmd_bound(args) -> int:
     from .report.html import fmt
 
     size = args.size or (28 if args.encoder == "splitcnn" else 8)
-    prior = make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits" else make_prior(args.data, size)
+    prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits" else make_prior(args.data, size))[0]
     d = prior.dim
     if args.encoder == "linear":
         enc = random_linear(d, args.m, seed=args.seed)

@@ -1,9 +1,10 @@
 """Experiments: recipes (YAML, presets smoke / cpu / paper) and the runs they describe."""
 
-from .bound import BoundReport, BoundRow, compute_bounds, default_tau
-from .linear import SweepPoint, SweepResult, linear_sweep
-from .priors import DATASETS, make_prior
+from .bound import BoundReport, BoundRow, bound_row, compute_bounds, default_tau
+from .priors import DATASETS, PriorSetup, make_prior, setup_prior
 from .runner import PRESETS, list_recipes, load_recipe, run_recipe
+from .sweep import ATTACKS, FAMILIES, EncoderSpec, SweepPoint, SweepResult, build_encoder, expand_encoders, run_sweep
 
-__all__ = ["BoundReport", "BoundRow", "compute_bounds", "default_tau", "SweepPoint", "SweepResult", "linear_sweep", "make_prior", "DATASETS", "PRESETS",
-           "list_recipes", "load_recipe", "run_recipe"]
+__all__ = ["BoundReport", "BoundRow", "bound_row", "compute_bounds", "default_tau", "DATASETS", "PriorSetup",
+           "make_prior", "setup_prior", "PRESETS", "list_recipes", "load_recipe", "run_recipe", "ATTACKS", "FAMILIES",
+           "EncoderSpec", "SweepPoint", "SweepResult", "build_encoder", "expand_encoders", "run_sweep"]

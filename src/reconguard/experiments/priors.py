@@ -1,20 +1,82 @@
-"""Build the priors experiments run on, by name: the Gaussian dataset and smoothed digits."""
+"""The priors experiments run on, by name, and the score that goes with them.
+
+* ``gaussian``: N(mu·1, eta²I), d = size² (section 6.1's Gaussian dataset); exact score.
+* ``digits``: scikit-learn's digits at size×size plus smoothing σ_s, as its exact smoothed-empirical
+  prior (an attacker who knows π knows the images).
+* ``mnist`` / ``cifar10``: the same over ``n`` training images loaded from ``root`` (local files).
+
+``score`` chooses the score used for S and by the MAP attack: ``exact`` (the prior's own),
+``model:PATH`` (a ``reconguard score train`` model) or ``ddpm:FOLDER`` (a saved diffusers DDPM).
+"""
 
 from __future__ import annotations
 
-from ..data import DEFAULT_SIGMA_S, GaussianMixturePrior, gaussian_prior, load_digits, smoothed_empirical_prior
-from ..errors import UnknownOptionError
+from dataclasses import dataclass
+from typing import Callable
 
-DATASETS = ("gaussian", "digits")
+import torch
+
+from ..bounds import ddpm_score, score_matrix
+from ..data import (DEFAULT_SIGMA_S, GaussianMixturePrior, ImageDataset, gaussian_prior, load_cifar10, load_digits,
+                    load_mnist, smoothed_empirical_prior)
+from ..errors import ParameterError, UnknownOptionError
+
+DATASETS = ("gaussian", "digits", "mnist", "cifar10")
+DATASET_KEYS = {"gaussian": {"mu", "eta"}, "digits": {"sigma_s"}, "mnist": {"root", "sigma_s", "n"},
+                "cifar10": {"root", "sigma_s", "n"}}
 
 
-def make_prior(name: str, size: int, mu: float = 0.5, eta: float = 0.2,
-               sigma_s: float = DEFAULT_SIGMA_S) -> GaussianMixturePrior:
-    """``gaussian``: N(mu·1, eta²I) with d = size² (section 6.1's Gaussian dataset).
-    ``digits``: scikit-learn's digits resized to size×size plus smoothing noise sigma_s (its exact
-    smoothed-empirical prior; an attacker who knows π knows the 1,797 images)."""
+@dataclass
+class PriorSetup:
+    name: str
+    prior: GaussianMixturePrior
+    in_shape: tuple[int, int, int]
+    labelled: ImageDataset | None  # for training encoders on the task
+    score_fn: Callable
+    S: torch.Tensor
+    exact: bool
+    score_source: str
+
+
+def make_prior(name: str, size: int, mu: float = 0.5, eta: float = 0.2, sigma_s: float = DEFAULT_SIGMA_S,
+               root: str | None = None, n: int | None = None) -> tuple[GaussianMixturePrior, tuple, ImageDataset | None]:
+    """``(prior, image shape, labelled dataset or None)``."""
     if name == "gaussian":
-        return gaussian_prior(mu, eta, size * size)
+        return gaussian_prior(mu, eta, size * size), (1, size, size), None
     if name == "digits":
-        return smoothed_empirical_prior(load_digits(size), sigma_s, name=f"digits{size}")
-    raise UnknownOptionError(f"unknown dataset {name!r}; choose one of {DATASETS}.")
+        ds = load_digits(size)
+    elif name in ("mnist", "cifar10"):
+        if root is None:
+            raise ParameterError(f"dataset {name} needs root: the local folder holding its files.")
+        ds = (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+        if n is not None and n < len(ds):
+            ds = ds.subset(torch.randperm(len(ds), generator=torch.Generator().manual_seed(0))[:n])
+    else:
+        raise UnknownOptionError(f"unknown dataset {name!r}; choose one of {DATASETS}.")
+    return smoothed_empirical_prior(ds, sigma_s, name=ds.name), ds.shape, ds
+
+
+def setup_prior(name: str, cfg: dict, size: int, score: str = "exact", score_samples: int = 20000,
+                seed: int = 0) -> PriorSetup:
+    prior, shape, labelled = make_prior(name, size, **(cfg or {}))
+    if score == "exact":
+        fn, exact = prior.score, True
+    elif score.startswith("model:"):
+        from ..nn.score import ScoreModel
+        model = ScoreModel.load(score[len("model:"):])
+        if model.dim != prior.dim:
+            raise ParameterError(f"the score model is for d={model.dim}, the {name} prior has d={prior.dim}.")
+        fn, exact = (lambda v: model.score(v).detach().to(torch.float64)), False
+    elif score.startswith("ddpm:"):
+        from ..nn.ddpm import load_ddpm
+        unet, sched = load_ddpm(score[len("ddpm:"):])
+        fn, exact = ddpm_score(unet, sched, prior.std, in_shape=shape), False
+    else:
+        raise UnknownOptionError(f"score must be 'exact', 'model:PATH' or 'ddpm:FOLDER', got {score!r}.")
+    if exact:
+        S = score_matrix(prior, n=score_samples, seed=seed)
+    else:
+        samples = prior.sample(score_samples, generator=torch.Generator().manual_seed(seed))
+        with torch.no_grad():
+            S = score_matrix(fn, samples)
+    return PriorSetup(name, prior, tuple(shape), labelled, fn, S, exact, score)

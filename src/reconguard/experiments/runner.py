@@ -1,9 +1,8 @@
 """Recipes: YAML files that name an experiment, its parameters and its presets.
 
-A recipe has ``name``, ``title``, ``kind`` (the experiment), ``params`` (shared) and ``presets``
-(``smoke`` for tests, ``cpu`` for 2 cores, ``paper`` for a GPU; each overrides ``params``).
-Built-in recipes ship in ``reconguard/experiments/recipes`` and run by name; a user's own YAML
-runs by path.
+A recipe has ``name``, ``title``, ``kind`` (``sweep``), ``params`` (shared) and ``presets`` (``smoke``
+for tests, ``cpu`` for 2 cores, ``paper`` for a GPU; each overrides ``params``). Built-in recipes
+ship in ``reconguard/experiments/recipes`` and run by name; a user's own YAML runs by path.
 """
 
 from __future__ import annotations
@@ -12,16 +11,20 @@ import time
 from importlib import resources
 from pathlib import Path
 
+import torch
 import yaml
 
+from ..bounds import score_quality
 from ..errors import CorruptDataError, DataFileNotFoundError, UnknownOptionError
-from .linear import SweepResult, linear_sweep
-from .priors import make_prior
+from .priors import DATASET_KEYS, setup_prior
+from .sweep import ATTACKS, SweepResult, expand_encoders, run_sweep
 
 PRESETS = ("smoke", "cpu", "paper")
+PLOTS = ("axis", "scatter", "k", "tau")
 _TOP_KEYS = {"name", "title", "kind", "params", "presets"}
-_LINEAR_KEYS = {"axis", "sigmas", "tau", "seed", "datasets", "size", "values", "n_attack", "score_samples"}
-_DATASET_KEYS = {"gaussian": {"mu", "eta"}, "digits": {"sigma_s"}}
+_PARAM_KEYS = {"datasets", "size", "encoders", "sigmas", "attacks", "ks", "taus", "n_attack", "score_samples",
+               "seed", "score", "plot", "map_steps", "decoder_epochs", "decoder_width", "decoder_train",
+               "train_epochs", "n_examples"}
 
 
 def list_recipes() -> list[str]:
@@ -51,8 +54,8 @@ def load_recipe(name_or_path: str | Path) -> dict:
     unknown = set(recipe) - _TOP_KEYS
     if unknown:
         raise UnknownOptionError(f"recipe {source}: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}.")
-    if recipe.get("kind") != "linear-sweep":
-        raise UnknownOptionError(f"recipe {source}: kind {recipe.get('kind')!r} is not known; known: ['linear-sweep'].")
+    if recipe.get("kind") != "sweep":
+        raise UnknownOptionError(f"recipe {source}: kind {recipe.get('kind')!r} is not known; known: ['sweep'].")
     for preset, over in (recipe.get("presets") or {}).items():
         if preset not in PRESETS:
             raise UnknownOptionError(f"recipe {source}: preset {preset!r} is not one of {PRESETS}.")
@@ -63,15 +66,21 @@ def load_recipe(name_or_path: str | Path) -> dict:
 
 
 def _check_params(params: dict, source: str) -> None:
-    unknown = set(params) - _LINEAR_KEYS
+    unknown = set(params) - _PARAM_KEYS
     if unknown:
-        raise UnknownOptionError(f"recipe {source}: unknown parameters {sorted(unknown)}; allowed: {sorted(_LINEAR_KEYS)}.")
+        raise UnknownOptionError(f"recipe {source}: unknown parameters {sorted(unknown)}; allowed: {sorted(_PARAM_KEYS)}.")
     for name, cfg in (params.get("datasets") or {}).items():
-        if name not in _DATASET_KEYS:
-            raise UnknownOptionError(f"recipe {source}: unknown dataset {name!r}; known: {sorted(_DATASET_KEYS)}.")
-        bad = set(cfg or {}) - _DATASET_KEYS[name]
+        if name not in DATASET_KEYS:
+            raise UnknownOptionError(f"recipe {source}: unknown dataset {name!r}; known: {sorted(DATASET_KEYS)}.")
+        bad = set(cfg or {}) - DATASET_KEYS[name]
         if bad:
             raise UnknownOptionError(f"recipe {source}: dataset {name} has unknown options {sorted(bad)}.")
+    bad_attacks = set(params.get("attacks") or []) - set(ATTACKS)
+    if bad_attacks:
+        raise UnknownOptionError(f"recipe {source}: unknown attacks {sorted(bad_attacks)}; known: {ATTACKS}.")
+    if params.get("plot", "axis") not in PLOTS:
+        raise UnknownOptionError(f"recipe {source}: plot {params.get('plot')!r} is not one of {PLOTS}.")
+    expand_encoders(params.get("encoders") or [])
 
 
 def recipe_params(recipe: dict, preset: str = "cpu", overrides: dict | None = None) -> dict:
@@ -89,20 +98,31 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     recipe = load_recipe(name_or_path)
     p = recipe_params(recipe, preset, overrides)
     datasets = p.get("datasets") or {"gaussian": {}}
-    values, sigmas = list(p["values"]), [float(s) for s in p.get("sigmas", [0.0, 1e-3])]
+    encoders = expand_encoders(p.get("encoders") or [])
+    if not encoders:
+        raise UnknownOptionError(f"recipe {recipe['name']}: no encoders given (params.encoders).")
+    sigmas = [float(s) for s in p.get("sigmas", [0.0, 1e-3])]
+    seed, score_samples = int(p.get("seed", 0)), int(p.get("score_samples", 20000))
     start = time.perf_counter()
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(datasets) * len(values) * len(sigmas), desc=recipe["name"], unit="point")
-    points, examples = [], {}
+        bar = tqdm(total=len(datasets) * len(encoders) * len(sigmas), desc=recipe["name"], unit="point")
+    points, examples, extras = [], {}, {"score_quality": {}}
     try:
         for name, cfg in datasets.items():
-            prior = make_prior(name, int(p.get("size", 8)), **(cfg or {}))
-            points += linear_sweep(prior, name, p.get("axis", "m"), values, sigmas, tau=float(p.get("tau", 0.0)),
-                                   n_attack=int(p.get("n_attack", 4096)), score_samples=int(p.get("score_samples", 20000)),
-                                   seed=int(p.get("seed", 0)), progress=bar, examples=examples)
+            setup = setup_prior(name, cfg, int(p.get("size", 8)), p.get("score", "exact"), score_samples, seed)
+            if not setup.exact:
+                samples = setup.prior.sample(score_samples, generator=torch.Generator().manual_seed(seed + 3))
+                extras["score_quality"][name] = score_quality(setup.S, samples)
+            points += run_sweep(name, setup.prior, setup.in_shape, encoders, sigmas, score_fn=setup.score_fn, S=setup.S,
+                                exact_prior=setup.exact, labelled=setup.labelled,
+                                attacks=tuple(p.get("attacks", ["mmse"])), ks=tuple(int(k) for k in p.get("ks", [256])),
+                                taus=tuple(float(t) for t in p.get("taus", [1e-4])),
+                                n_attack=p.get("n_attack", 64), score_samples=score_samples, seed=seed,
+                                n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples)
     finally:
         if bar is not None:
             bar.close()
-    return SweepResult(recipe["name"], preset, recipe["title"], p, points, time.perf_counter() - start, examples)
+    return SweepResult(recipe["name"], preset, recipe["title"], p, points, time.perf_counter() - start, examples,
+                       extras)

@@ -25,28 +25,48 @@ def fmt(v) -> str:
 
 
 def _table(result) -> str:
-    head = ["dataset", "σ", result.points[0].axis, "m", "rank", "bound", "attack MSE/d", "± s.e.",
-            "Maeng (Thm 1)", "ceiling", "RTC", "holds"]
+    attacks = list(dict.fromkeys(a for p in result.points for a in p.attacks))
+    head = (["dataset", "σ", "encoder", "m", "k", "τ", "rank", "bound"] + [f"{a} MSE/d" for a in attacks]
+            + ["Maeng (Thm 1)", "ceiling", "RTC", "holds"])
     rows = []
     for ds in result.datasets():
         for sigma in result.sigmas():
             for p in result.select(ds, sigma):
                 cls = "bad" if p.holds is False else ""
-                cells = [p.dataset, fmt(p.sigma), fmt(p.x), p.m, p.rank, f"{fmt(p.bound)} ({p.bound_name})",
-                         fmt(p.attack_mse), fmt(p.attack_stderr), fmt(p.maeng) if p.sigma > 0 else "0 (σ=0)",
-                         fmt(p.ceiling), fmt(p.rtc), {True: "yes", False: "NO", None: "—"}[p.holds]]
+                att = []
+                for a in attacks:
+                    r = p.attacks.get(a)
+                    att.append("—" if r is None else f"{fmt(r['mse'])} ± {fmt(r['stderr'])}"
+                               + (f" (β={r['beta']:g})" if "beta" in r else ""))
+                cells = ([p.dataset, fmt(p.sigma), p.encoder, p.m, p.k or "exact", fmt(p.tau), p.rank,
+                          f"{fmt(p.bound)} ({p.bound_name})"] + att
+                         + [fmt(p.maeng) if p.sigma > 0 else "0 (σ=0)", fmt(p.ceiling), fmt(p.rtc),
+                            {True: "yes", False: "NO", None: "—"}[p.holds]])
                 rows.append(f'<tr class="{cls}">' + "".join(
-                    f'<td class="{"l" if i == 0 else ""}">{html.escape(str(c))}</td>' for i, c in enumerate(cells)) + "</tr>")
+                    f'<td class="{"l" if i in (0, 2) else ""}">{html.escape(str(c))}</td>' for i, c in enumerate(cells))
+                    + "</tr>")
     return ("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
             + "\n".join(rows) + "</table>")
+
+
+def _quality(result) -> str:
+    q = result.extras.get("score_quality") or {}
+    if not q:
+        return ""
+    items = "".join(f"<li>{html.escape(k)}: {100 * (1 - v.fraction_below_floor):.1f}% of the eigenvalues of Σ^½SΣ^½ are ≥ 1 "
+                    f"up to sampling noise (floor {v.noise_floor:.3f}); {100 * (1 - v.fraction_below_one):.1f}% ≥ 1 strictly; "
+                    f"min {v.min:.3g}.</li>" for k, v in q.items())
+    return f"<h2>Score-matrix quality</h2><ul>{items}</ul>"
 
 
 def render_html(result, figures: list[tuple[str, str]]) -> str:
     """``figures``: (caption, file name relative to the report) pairs."""
     s = result.settings
-    verdict = ("<p class='ok'>The bound held at every point: the Bayes-optimal attack never beat it "
+    verdict = ("<p class='ok'>The bound held at every point: no attack beat it "
                "(allowing 3 standard errors of Monte-Carlo noise).</p>" if result.violations == 0 else
-               f"<p class='bad'>{result.violations} point(s) where the attack beat the bound — see rows marked NO.</p>")
+               f"<p class='bad'>{result.violations} point(s) where an attack beat the bound — see rows marked NO."
+               + (" A τ too large calls visible directions 'null' and overstates Corollary 2 (section 6.4.3)."
+                  if len(set(p.tau for p in result.points if p.tau is not None)) > 1 else "") + "</p>")
     figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
                      f"</figcaption></figure>" for c, f in figures)
     settings = ", ".join(f"{k} = {html.escape(str(v))}" for k, v in s.items() if k != "values")
@@ -59,11 +79,14 @@ def render_html(result, figures: list[tuple[str, str]]) -> str:
 <p class="note">Bounds are lower bounds on E‖x̂ − x‖²/d over the prior (spectral-bounds paper): Corollary 1 for
 σ &gt; 0, Corollary 2 for σ = 0 (null space of E[G] at τ·λ<sub>max</sub>), Theorem 1 (Maeng et al.) for comparison,
 and the ceiling Tr(S⁻¹)/d reached when the encoder reveals nothing. RTC = ln(ceiling / bound). The attack is the
-posterior mean E[x | e], the best any attacker can do in MSE. <b>gaussian</b>: N(0.5, 0.2²·I), S = I/0.2² exactly.
+posterior mean E[x | e] (MMSE, linear encoders: the best any attacker can do in MSE), the MAP optimisation attack
+with the prior's score (β = 2σ², or the best β of a sweep at σ = 0, chosen against the originals as in the paper),
+and a decoder network trained on prior samples. <b>gaussian</b>: N(0.5, 0.2²·I), S = I/0.2² exactly.
 <b>digits</b>: scikit-learn's 1,797 digits plus N(0, σ<sub>s</sub>²·I) smoothing; π is exactly that mixture, so its
 score is exact and S is averaged over samples of π. An attacker who knows π knows the 1,797 images, so on digits the
 bound is about how much of the smoothed image (its noise included) leaks; learned priors come with score models.</p>
 {figs}
+{_quality(result)}
 <h2>All points</h2>
 {_table(result)}
 <p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
@@ -80,9 +103,10 @@ def summary_text(result, out_dir=None) -> str:
             pts = result.select(ds, sigma)
             show = pts if len(pts) <= 5 else [pts[i] for i in sorted({0, len(pts) // 4, len(pts) // 2, 3 * len(pts) // 4, len(pts) - 1})]
             lines.append(f"  {ds:8s} σ={sigma:<6g} " + "  ".join(
-                f"{p.axis}={p.x:g}: bound {fmt(p.bound)} / attack {fmt(p.attack_mse)}" for p in show))
+                f"{p.encoder if p.family not in ('linear', 'skewed') else f'{p.axis}={p.x:g}'}: bound {fmt(p.bound)}"
+                f" / attack {fmt(p.attack_mse)}" for p in show))
     lines.append("  bound held at every point" if result.violations == 0 else
-                 f"  WARNING: the attack beat the bound at {result.violations} point(s)")
+                 f"  WARNING: an attack beat the bound at {result.violations} point(s)")
     if out_dir is not None:
         lines.append(f"  report: {out_dir}/report.html   data: {out_dir}/results.json")
     return "\n".join(lines)

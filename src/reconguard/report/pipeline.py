@@ -7,25 +7,41 @@ from pathlib import Path
 from ..experiments import run_recipe
 from ..io import atomic_directory, write_json_atomic, write_text_atomic
 from .html import render_html
-from .plots import plot_reconstructions, plot_rtc, plot_sweep
+from .plots import plot_reconstructions, plot_rtc, plot_scatter, plot_score_quality, plot_sweep
 
 
 def write_report(result, out_dir: str | Path) -> Path:
     """Write ``result`` into ``out_dir`` (replaced whole on success; untouched on failure)."""
     out_dir = Path(out_dir)
+    kind = result.settings.get("plot", "axis")
     with atomic_directory(out_dir) as tmp:
         write_json_atomic(tmp / "results.json", result)
-        figures = [("Bounds and attack MSE per dataset and noise level", plot_sweep(result, tmp / "bounds.png").name),
-                   ("Ratio to ceiling", plot_rtc(result, tmp / "rtc.png").name)]
+        if kind == "axis":
+            figures = [("Bounds and attacks per dataset and noise level", plot_sweep(result, tmp / "bounds.png").name),
+                       ("Ratio to ceiling", plot_rtc(result, tmp / "rtc.png").name)]
+        else:
+            color_by = {"scatter": "family", "k": "k", "tau": "tau"}[kind]
+            figures = [(f"Attack MSE against the bound, coloured by {color_by}",
+                        plot_scatter(result, tmp / "bounds.png", color_by).name)]
+        quality = result.extras.get("score_quality") or {}
+        if quality:
+            figures.append(("Score-matrix quality (Figure 7)", plot_score_quality(quality, tmp / "score_quality.png").name))
         for (ds, sigma), ex in sorted(result.examples.items()):
-            if ex["recons"]:
+            if ex["rows"]:
                 name = f"recon_{ds}_sigma{sigma:g}.png"
-                size = int(result.settings.get("size", 0)) or None
-                plot_reconstructions(ex, ds, sigma, result.points[0].axis, tmp / name,
-                                     image_shape=(size, size) if size else None)
-                figures.append((f"Reconstructions, {ds}, σ = {sigma:g}", name))
+                plot_reconstructions(ex, ds, sigma, tmp / name, image_shape=_image_shape(result, ex))
+                figures.append((f"Reconstructions with RTC, {ds}, σ = {sigma:g} (Figures 10/11)", name))
         write_text_atomic(tmp / "report.html", render_html(result, figures))
     return out_dir
+
+
+def _image_shape(result, example) -> tuple[int, ...] | None:
+    d = example["originals"].shape[1]
+    size = int(result.settings.get("size", 0))
+    if size and d % (size * size) == 0:
+        c = d // (size * size)
+        return (c, size, size) if c > 1 else (size, size)
+    return None
 
 
 def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path | None = None, *,

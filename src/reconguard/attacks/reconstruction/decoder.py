@@ -61,14 +61,14 @@ class DecoderAttack:
 
     def __init__(self, encoder: nn.Module, in_shape: tuple[int, int, int] | None = None, *, h: int | None = None,
                  epochs: int = 40, batch_size: int = 256, max_lr: float = 2e-3, clip: float = 0.1,
-                 sigma: float | None = None, seed: int = 0, device=None):
+                 sigma: float | None = None, seed: int = 0, device=None, width: int = 128):
         self.encoder, enc_sigma = encoder, split_noise(encoder)[1]
         self.sigma = enc_sigma if sigma is None else float(sigma)
         self.in_shape = tuple(in_shape or getattr(split_noise(encoder)[0], "in_shape", ()))
         if len(self.in_shape) != 3:
             raise ShapeError("DecoderAttack needs the image shape (C, H, W): pass in_shape.")
         self.h, self.epochs, self.batch_size = h, check_positive_int(epochs, "epochs"), batch_size
-        self.max_lr, self.clip, self.seed, self.device = max_lr, clip, seed, device
+        self.max_lr, self.clip, self.seed, self.device, self.width = max_lr, clip, seed, device, int(width)
         self.net: DecoderNet | None = None
         self.rms = 1.0
 
@@ -90,7 +90,7 @@ class DecoderAttack:
         e_probe = self._embed(x[torch.randperm(x.shape[0], generator=g)[:512]], g)
         self.rms = float(e_probe.pow(2).mean().sqrt()) or 1.0
         with seeded(self.seed):
-            self.net = DecoderNet(e_probe.shape[1], self.in_shape, self.h)
+            self.net = DecoderNet(e_probe.shape[1], self.in_shape, self.h, self.width)
         device = torch.device(self.device) if self.device else torch.device("cpu")
         net = self.net.to(device)
         steps = self.epochs * math.ceil(x.shape[0] / self.batch_size)

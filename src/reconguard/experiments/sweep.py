@@ -1,0 +1,251 @@
+"""Bounds against attacks over a set of encoders, priors and noise levels — the experiment behind
+the spectral-bounds paper's Figures 2, 4, 5, 8, 9, 10 and 11 (sections 6.2–6.5).
+
+For every dataset (prior) × encoder × σ: E[G] from ``k`` prior samples (exact for linear
+encoders), Corollary 1 (σ > 0) or Corollary 2 (σ = 0, null space at ``tau``), Theorem 1, the
+ceiling and RTC; then every attack asked for on ``n_attack`` fresh prior samples: ``mmse``
+(Bayes-optimal; linear encoders on an exact prior), ``map`` (optimisation with the prior's score)
+and ``decoder`` (a network trained on prior samples). Lists in ``ks`` / ``taus`` repeat the bounds
+for each value (Figures 8 and 9) over the same attacks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
+from ..bounds import ceiling, estimate_fisher, score_matrix
+from ..data import GaussianMixturePrior
+from ..encoders import Noisy, SplitCNN, SplitResNet18, random_linear, skewed_linear
+from ..errors import ParameterError, UnknownOptionError
+from ..metrics import mse
+from ..results import Result
+from .bound import BoundRow, bound_row
+
+FAMILIES = ("linear", "skewed", "splitcnn", "resnet18")
+ATTACKS = ("mmse", "map", "decoder")
+_SPEC_KEYS = {"family", "m", "alpha", "split", "weights"}
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    family: str
+    m: int | None = None
+    alpha: float | None = None
+    split: str | None = None
+    weights: str = "random"  # random | trained | path to a torchvision-format state dict (resnet18)
+
+    @property
+    def label(self) -> str:
+        if self.family == "linear":
+            return f"linear m={self.m}"
+        if self.family == "skewed":
+            return f"skewed α={self.alpha:g}"
+        w = self.weights if self.weights in ("random", "trained") else "loaded"
+        return f"{self.family} {self.split} m={self.m} ({w})"
+
+    @property
+    def axis(self) -> tuple[str, float]:
+        return ("alpha", float(self.alpha)) if self.family == "skewed" else ("m", float(self.m))
+
+
+def expand_encoders(specs: list[dict]) -> list[EncoderSpec]:
+    """Each spec may give lists for m / alpha / split / weights: one encoder per combination."""
+    out = []
+    for spec in specs:
+        unknown = set(spec) - _SPEC_KEYS
+        if unknown:
+            raise UnknownOptionError(f"encoder spec has unknown keys {sorted(unknown)}; allowed: {sorted(_SPEC_KEYS)}.")
+        family = spec.get("family")
+        if family not in FAMILIES:
+            raise UnknownOptionError(f"encoder family {family!r} is not one of {FAMILIES}.")
+        as_list = {k: (v if isinstance(v, list) else [v]) for k, v in spec.items() if k != "family"}
+        keys = list(as_list)
+        for combo in itertools.product(*as_list.values()):
+            out.append(EncoderSpec(family, **dict(zip(keys, combo))))
+    return out
+
+
+@dataclass(frozen=True)
+class SweepPoint(BoundRow):
+    """One dataset × encoder × σ (× k × τ): the bounds (``BoundRow``) and each attack's MSE/d."""
+
+    dataset: str
+    encoder: str
+    family: str
+    axis: str
+    x: float
+    m: int
+    d: int
+    k: int
+    attacks: dict = field(default_factory=dict)  # name → {"mse", "stderr", "n", ...}
+
+    @property
+    def attack_mse(self) -> float | None:
+        """The strongest attack's MSE/d (None when no attack ran)."""
+        values = [a["mse"] for a in self.attacks.values()]
+        return min(values) if values else None
+
+    @property
+    def attack_stderr(self) -> float | None:
+        if not self.attacks:
+            return None
+        return min(self.attacks.values(), key=lambda a: a["mse"])["stderr"]
+
+    @property
+    def holds(self) -> bool | None:
+        """Every attack's MSE ≥ bound, allowing 3 standard errors of Monte-Carlo noise."""
+        if not self.attacks:
+            return None
+        return all(a["mse"] + 3 * (a["stderr"] if math.isfinite(a["stderr"]) else 0.0) >= self.bound * (1 - 1e-9)
+                   for a in self.attacks.values())
+
+    def to_dict(self):
+        return {**super().to_dict(), "attack_mse": self.attack_mse, "holds": self.holds}
+
+
+@dataclass(frozen=True)
+class SweepResult(Result):
+    recipe: str
+    preset: str
+    title: str
+    settings: dict
+    points: list = field(default_factory=list)
+    elapsed_s: float = 0.0
+    examples: dict = field(default_factory=dict)  # (dataset, sigma) -> {"originals", "rows": [(label, rtc, recon)]}
+    extras: dict = field(default_factory=dict)    # e.g. score_quality per dataset
+    _skip_in_dict = ("examples",)
+
+    def datasets(self) -> list[str]:
+        return list(dict.fromkeys(p.dataset for p in self.points))
+
+    def sigmas(self) -> list[float]:
+        return sorted(set(p.sigma for p in self.points))
+
+    def select(self, dataset: str, sigma: float, **match) -> list[SweepPoint]:
+        pts = [p for p in self.points if p.dataset == dataset and p.sigma == sigma
+               and all(getattr(p, k) == v for k, v in match.items())]
+        return sorted(pts, key=lambda p: (p.family, p.x))
+
+    @property
+    def violations(self) -> int:
+        return sum(1 for p in self.points if p.holds is False)
+
+
+def build_encoder(spec: EncoderSpec, in_shape: tuple[int, int, int], seed: int, train_data=None,
+                  train_epochs: int = 5, progress: bool = False) -> nn.Module:
+    d = in_shape[0] * in_shape[1] * in_shape[2]
+    if spec.family == "linear":
+        return random_linear(d, int(spec.m), seed=seed)
+    if spec.family == "skewed":
+        return skewed_linear(d, float(spec.alpha), seed=seed)
+    weights = spec.weights
+    if spec.family == "splitcnn":
+        enc = SplitCNN(spec.split or "middle", int(spec.m), in_shape, seed=seed)
+    else:
+        path = None if weights in ("random", "trained") else weights
+        enc = SplitResNet18(spec.split or "middle", int(spec.m), in_shape, seed=seed, weights=path)
+    if weights == "trained":
+        if train_data is None:
+            raise ParameterError(f"{spec.label}: trained weights need a labelled dataset (digits, mnist, cifar10).")
+        from ..train import fit
+
+        n = len(train_data)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        cut = max(1, int(0.9 * n))
+        fit(nn.Sequential(enc, enc.downstream()), train_data.subset(perm[:cut]), train_data.subset(perm[cut:]),
+            epochs=train_epochs, seed=seed, progress=progress)
+    for p in enc.parameters():
+        p.requires_grad_(False)
+    return enc.eval()
+
+
+def attack_sizes(n_attack, names) -> dict:
+    """``n_attack`` is one number for every attack or a mapping attack → number of inputs."""
+    if isinstance(n_attack, dict):
+        unknown = set(n_attack) - set(ATTACKS)
+        if unknown:
+            raise UnknownOptionError(f"n_attack names unknown attacks {sorted(unknown)}.")
+        return {a: int(n_attack.get(a, 64)) for a in names}
+    return {a: int(n_attack) for a in names}
+
+
+def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shape, cfg, g,
+                 exact_prior) -> tuple[dict, dict]:
+    """Each attack's MSE/d on the first ``sizes[name]`` of ``x_all`` (and its reconstructions, for the grids)."""
+    e_all = Noisy(enc, sigma, generator=g)(x_all.to(torch.float32))
+    results, recons = {}, {}
+    for name in names:
+        x, e = x_all[:sizes[name]], e_all[:sizes[name]]
+        if name == "mmse":
+            if spec.family not in ("linear", "skewed") or not exact_prior:
+                continue
+            rec = mixture_mmse_attack(enc, prior, sigma)(e.to(torch.float64))
+            est = mse(rec, x)
+            results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
+        elif name == "map":
+            r = map_attack_sweep(enc, x, e, score_fn, sigma, in_shape=in_shape, steps=int(cfg.get("map_steps", 500)))
+            rec = r.reconstructions
+            results[name] = {"mse": r.mse, "stderr": r.stderr, "n": x.shape[0], "beta": r.beta, "tried": r.tried}
+        elif name == "decoder":
+            da = DecoderAttack(enc, in_shape, epochs=int(cfg.get("decoder_epochs", 10)), sigma=sigma,
+                               seed=int(cfg.get("seed", 0)), width=int(cfg.get("decoder_width", 128)))
+            train = prior.sample(int(cfg.get("decoder_train", 4096)), generator=g).to(torch.float32)
+            da.fit(train)
+            rec = da.attack(e)
+            est = mse(rec, x)
+            results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
+        else:
+            raise UnknownOptionError(f"unknown attack {name!r}; choose from {ATTACKS}.")
+        recons[name] = rec
+    return results, recons
+
+
+def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, int, int], encoders: list[EncoderSpec],
+              sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
+              attacks=("mmse",), ks=(256,), taus=(1e-4,), n_attack: int | dict = 64, score_samples: int = 20000,
+              seed: int = 0, n_examples: int = 8, cfg: dict | None = None, progress=None,
+              examples: dict | None = None) -> list[SweepPoint]:
+    """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring."""
+    cfg = dict(cfg or {})
+    d = prior.dim
+    score_fn = score_fn or prior.score
+    if S is None:
+        S = score_matrix(prior, n=score_samples, seed=seed)
+    top = ceiling(S)
+    sizes = attack_sizes(n_attack, attacks)
+    x = prior.sample(max(sizes.values(), default=1), generator=torch.Generator().manual_seed(seed + 17))
+    fisher_pool = prior.sample(max(ks), generator=torch.Generator().manual_seed(seed + 29)).to(torch.float32)
+    shown = min([n_examples] + list(sizes.values()))
+    if examples is not None:
+        for sigma in sigmas:
+            examples.setdefault((dataset, float(sigma)), {"originals": x[:shown], "rows": []})
+    points = []
+    for i, spec in enumerate(encoders):
+        enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)))
+        fishers = {k: estimate_fisher(enc, fisher_pool, k=min(k, fisher_pool.shape[0]), seed=seed) for k in ks}
+        axis, xval = spec.axis
+        for j, sigma in enumerate(sigmas):
+            g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
+            results, recons = _run_attacks(attacks, enc, spec, prior, score_fn, x, sizes, float(sigma), in_shape,
+                                           {**cfg, "seed": seed}, g, exact_prior)
+            for k, fisher in fishers.items():
+                for tau in (taus if sigma == 0 else taus[:1]):
+                    row = bound_row(fisher, S, top, float(sigma), float(tau))
+                    points.append(SweepPoint(**dataclasses.asdict(row), dataset=dataset, encoder=spec.label,
+                                             family=spec.family, axis=axis, x=xval, m=fisher.m, d=d,
+                                             k=fisher.k, attacks=results))
+            if examples is not None and recons:
+                best = min(results, key=lambda a: results[a]["mse"])
+                rtc_val = bound_row(fishers[max(ks)], S, top, float(sigma), float(taus[0])).rtc
+                examples[(dataset, float(sigma))]["rows"].append((f"{spec.label} [{best}]", rtc_val,
+                                                                  recons[best][:shown]))
+            if progress is not None:
+                progress.update(1)
+    return points
