@@ -24,7 +24,7 @@ PLOTS = ("axis", "scatter", "k", "tau")
 _TOP_KEYS = {"name", "title", "kind", "params", "presets"}
 _PARAM_KEYS = {"datasets", "size", "encoders", "sigmas", "attacks", "ks", "taus", "n_attack", "score_samples",
                "seed", "score", "plot", "map_steps", "decoder_epochs", "decoder_width", "decoder_train",
-               "train_epochs", "n_examples"}
+               "train_epochs", "n_examples", "lpips"}
 
 
 def list_recipes() -> list[str]:
@@ -109,6 +109,8 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
         from tqdm.auto import tqdm
         bar = tqdm(total=len(datasets) * len(encoders) * len(sigmas), desc=recipe["name"], unit="point")
     points, examples, extras = [], {}, {"score_quality": {}}
+    if p.get("lpips"):
+        extras["lpips_trunk"] = str(p["lpips"].get("trunk_weights") or "random (no VGG-16 file given)")
     try:
         for name, cfg in datasets.items():
             setup = setup_prior(name, cfg, int(p.get("size", 8)), p.get("score", "exact"), score_samples, seed)
@@ -120,7 +122,8 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
                                 attacks=tuple(p.get("attacks", ["mmse"])), ks=tuple(int(k) for k in p.get("ks", [256])),
                                 taus=tuple(float(t) for t in p.get("taus", [1e-4])),
                                 n_attack=p.get("n_attack", 64), score_samples=score_samples, seed=seed,
-                                n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples)
+                                n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples,
+                                lpips=p.get("lpips") or None)
     finally:
         if bar is not None:
             bar.close()

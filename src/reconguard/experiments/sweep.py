@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
-from ..bounds import ceiling, estimate_fisher, score_matrix
+from ..bounds import ceiling, estimate_fisher, psi_terms, score_matrix
 from ..data import GaussianMixturePrior
 from ..encoders import Noisy, SplitCNN, SplitResNet18, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
@@ -84,7 +84,9 @@ class SweepPoint(BoundRow):
     m: int
     d: int
     k: int
-    attacks: dict = field(default_factory=dict)  # name → {"mse", "stderr", "n", ...}
+    attacks: dict = field(default_factory=dict)  # name → {"mse", "stderr", "n", ["lpips", "lpips_stderr"], ...}
+    lpips_bound: float | None = None             # Theorem 2 (σ > 0) / Corollary 3 (σ = 0) with Ψ = LPIPS
+    lpips_bound_stderr: float | None = None      # jackknife over the probe inputs
 
     @property
     def attack_mse(self) -> float | None:
@@ -100,11 +102,21 @@ class SweepPoint(BoundRow):
 
     @property
     def holds(self) -> bool | None:
-        """Every attack's MSE ≥ bound, allowing 3 standard errors of Monte-Carlo noise."""
+        """Every attack's MSE ≥ the MSE bound (and LPIPS ≥ the LPIPS bound, when computed), allowing
+        3 standard errors of Monte-Carlo noise."""
         if not self.attacks:
             return None
-        return all(a["mse"] + 3 * (a["stderr"] if math.isfinite(a["stderr"]) else 0.0) >= self.bound * (1 - 1e-9)
-                   for a in self.attacks.values())
+
+        def ok(value, se, bound, bound_se=0.0):
+            se = se if math.isfinite(se) else 0.0
+            bound_se = bound_se if bound_se is not None and math.isfinite(bound_se) else 0.0
+            return value - bound * (1 - 1e-9) >= -3 * math.hypot(se, bound_se)
+
+        mse_ok = all(ok(a["mse"], a["stderr"], self.bound) for a in self.attacks.values())
+        lp_ok = self.lpips_bound is None or all(ok(a["lpips"], a["lpips_stderr"], self.lpips_bound,
+                                                   self.lpips_bound_stderr)
+                                                for a in self.attacks.values() if "lpips" in a)
+        return mse_ok and lp_ok
 
     def to_dict(self):
         return {**super().to_dict(), "attack_mse": self.attack_mse, "holds": self.holds}
@@ -176,8 +188,16 @@ def attack_sizes(n_attack, names) -> dict:
     return {a: int(n_attack) for a in names}
 
 
+def _lpips_of(lp, rec, x, in_shape, cap: int = 256) -> dict:
+    """Mean LPIPS (± s.e.) over at most ``cap`` reconstructions (VGG on every image is the costly part)."""
+    rec, x = rec[:cap], x[:cap]
+    v = lp(rec.to(torch.float32).reshape(-1, *in_shape), x.to(torch.float32).reshape(-1, *in_shape)).to(torch.float64)
+    se = float(v.std()) / math.sqrt(v.shape[0]) if v.shape[0] > 1 else math.nan
+    return {"lpips": float(v.mean()), "lpips_stderr": se}
+
+
 def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shape, cfg, g,
-                 exact_prior) -> tuple[dict, dict]:
+                 exact_prior, lp=None) -> tuple[dict, dict]:
     """Each attack's MSE/d on the first ``sizes[name]`` of ``x_all`` (and its reconstructions, for the grids)."""
     e_all = Noisy(enc, sigma, generator=g)(x_all.to(torch.float32))
     results, recons = {}, {}
@@ -203,6 +223,8 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
             results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
         else:
             raise UnknownOptionError(f"unknown attack {name!r}; choose from {ATTACKS}.")
+        if lp is not None:
+            results[name].update(_lpips_of(lp, rec, x, in_shape))
         recons[name] = rec
     return results, recons
 
@@ -211,9 +233,16 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
               sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
               attacks=("mmse",), ks=(256,), taus=(1e-4,), n_attack: int | dict = 64, score_samples: int = 20000,
               seed: int = 0, n_examples: int = 8, cfg: dict | None = None, progress=None,
-              examples: dict | None = None) -> list[SweepPoint]:
-    """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring."""
+              examples: dict | None = None, lpips: dict | None = None) -> list[SweepPoint]:
+    """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
+
+    ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 8}``) adds the LPIPS
+    Ψ-bounds (Theorem 2 / Corollary 3, at ``taus[0]``) and each attack's LPIPS."""
     cfg = dict(cfg or {})
+    lp = None
+    if lpips:
+        from ..metrics import LPIPS
+        lp = LPIPS(lpips.get("trunk_weights"))
     d = prior.dim
     score_fn = score_fn or prior.score
     if S is None:
@@ -231,16 +260,25 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
         enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)))
         fishers = {k: estimate_fisher(enc, fisher_pool, k=min(k, fisher_pool.shape[0]), seed=seed) for k in ks}
         axis, xval = spec.axis
+        terms = None
+        if lp is not None:
+            linear = spec.family in ("linear", "skewed")
+            terms = psi_terms(fishers[max(ks)], lp.psi(in_shape), fisher_pool, score_fn,
+                              encoder=None if linear else enc, tau=float(taus[0]),
+                              probes=int(lpips.get("probes", 16)), n_inputs=int(lpips.get("n_inputs", 8)), seed=seed)
         for j, sigma in enumerate(sigmas):
             g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
             results, recons = _run_attacks(attacks, enc, spec, prior, score_fn, x, sizes, float(sigma), in_shape,
-                                           {**cfg, "seed": seed}, g, exact_prior)
+                                           {**cfg, "seed": seed}, g, exact_prior, lp)
+            lp_b = terms.bound(float(sigma)) if terms is not None else None
             for k, fisher in fishers.items():
                 for tau in (taus if sigma == 0 else taus[:1]):
                     row = bound_row(fisher, S, top, float(sigma), float(tau))
                     points.append(SweepPoint(**dataclasses.asdict(row), dataset=dataset, encoder=spec.label,
                                              family=spec.family, axis=axis, x=xval, m=fisher.m, d=d,
-                                             k=fisher.k, attacks=results))
+                                             k=fisher.k, attacks=results,
+                                             lpips_bound=lp_b.value if lp_b else None,
+                                             lpips_bound_stderr=lp_b.inputs["stderr"] if lp_b else None))
             if examples is not None and recons:
                 best = min(results, key=lambda a: results[a]["mse"])
                 rtc_val = bound_row(fishers[max(ks)], S, top, float(sigma), float(taus[0])).rtc

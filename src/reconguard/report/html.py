@@ -26,7 +26,9 @@ def fmt(v) -> str:
 
 def _table(result) -> str:
     attacks = list(dict.fromkeys(a for p in result.points for a in p.attacks))
+    lp = any(p.lpips_bound is not None for p in result.points)
     head = (["dataset", "σ", "encoder", "m", "k", "τ", "rank", "bound"] + [f"{a} MSE/d" for a in attacks]
+            + (["LPIPS bound"] + [f"{a} LPIPS" for a in attacks] if lp else [])
             + ["Maeng (Thm 1)", "ceiling", "RTC", "holds"])
     rows = []
     for ds in result.datasets():
@@ -38,8 +40,13 @@ def _table(result) -> str:
                     r = p.attacks.get(a)
                     att.append("—" if r is None else f"{fmt(r['mse'])} ± {fmt(r['stderr'])}"
                                + (f" (β={r['beta']:g})" if "beta" in r else ""))
+                lp_cells = []
+                if lp:
+                    lp_cells = [f"{fmt(p.lpips_bound)} ± {fmt(p.lpips_bound_stderr)}"] + [
+                        "—" if "lpips" not in p.attacks.get(a, {}) else
+                        f"{fmt(p.attacks[a]['lpips'])} ± {fmt(p.attacks[a]['lpips_stderr'])}" for a in attacks]
                 cells = ([p.dataset, fmt(p.sigma), p.encoder, p.m, p.k or "exact", fmt(p.tau), p.rank,
-                          f"{fmt(p.bound)} ({p.bound_name})"] + att
+                          f"{fmt(p.bound)} ({p.bound_name})"] + att + lp_cells
                          + [fmt(p.maeng) if p.sigma > 0 else "0 (σ=0)", fmt(p.ceiling), fmt(p.rtc),
                             {True: "yes", False: "NO", None: "—"}[p.holds]])
                 rows.append(f'<tr class="{cls}">' + "".join(
@@ -57,6 +64,16 @@ def _quality(result) -> str:
                     f"up to sampling noise (floor {v.noise_floor:.3f}); {100 * (1 - v.fraction_below_one):.1f}% ≥ 1 strictly; "
                     f"min {v.min:.3g}.</li>" for k, v in q.items())
     return f"<h2>Score-matrix quality</h2><ul>{items}</ul>"
+
+
+def _lpips_note(result) -> str:
+    trunk = result.extras.get("lpips_trunk")
+    if not trunk:
+        return ""
+    return (f"<p class='note'>LPIPS: VGG-16 trunk with GELU/AvgPool, linear heads from torchmetrics' lpips_models/vgg.pth; "
+            f"trunk weights: <b>{html.escape(trunk)}</b>. With a random trunk the numbers are a valid bound for that "
+            f"Ψ, not for the published LPIPS. Bounds from {result.settings['lpips'].get('probes', 16)} Rademacher probes × "
+            f"{result.settings['lpips'].get('n_inputs', 8)} inputs (Theorem 2 for σ &gt; 0, Corollary 3 for σ = 0).</p>")
 
 
 def render_html(result, figures: list[tuple[str, str]]) -> str:
@@ -86,6 +103,7 @@ and a decoder network trained on prior samples. <b>gaussian</b>: N(0.5, 0.2²·I
 score is exact and S is averaged over samples of π. An attacker who knows π knows the 1,797 images, so on digits the
 bound is about how much of the smoothed image (its noise included) leaks; learned priors come with score models.</p>
 {figs}
+{_lpips_note(result)}
 {_quality(result)}
 <h2>All points</h2>
 {_table(result)}

@@ -19,10 +19,17 @@ def write_report(result, out_dir: str | Path) -> Path:
         if kind == "axis":
             figures = [("Bounds and attacks per dataset and noise level", plot_sweep(result, tmp / "bounds.png").name),
                        ("Ratio to ceiling", plot_rtc(result, tmp / "rtc.png").name)]
-        else:
-            color_by = {"scatter": "family", "k": "k", "tau": "tau"}[kind]
+        color_by = {"axis": "family", "scatter": "family", "k": "k", "tau": "tau"}[kind]
+        if kind != "axis":
             figures = [(f"Attack MSE against the bound, coloured by {color_by}",
                         plot_scatter(result, tmp / "bounds.png", color_by).name)]
+        if any(p.lpips_bound is not None for p in result.points):
+            trunk = result.extras.get("lpips_trunk", "random")
+            caption = f"LPIPS bound and attack LPIPS (Figures 3/6; VGG trunk: {trunk})"
+            if kind == "axis":
+                figures.append((caption, plot_sweep(result, tmp / "bounds_lpips.png", metric="lpips").name))
+            else:
+                figures.append((caption, plot_scatter(result, tmp / "bounds_lpips.png", color_by, "lpips").name))
         quality = result.extras.get("score_quality") or {}
         if quality:
             figures.append(("Score-matrix quality (Figure 7)", plot_score_quality(quality, tmp / "score_quality.png").name))

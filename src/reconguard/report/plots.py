@@ -13,6 +13,10 @@ import numpy as np  # noqa: E402
 
 _AXIS_LABEL = {"m": "embedding size m", "alpha": "eigenvalue skew α"}
 _BOUND_LABEL = {"mse": "our bound (Cor. 1)", "noiseless_mse": "our bound (Cor. 2)"}
+_METRIC = {  # what each metric's panels read: bound field, attack value / s.e. keys, axis label
+    "mse": ("bound", "mse", "stderr", "MSE / d"),
+    "lpips": ("lpips_bound", "lpips", "lpips_stderr", "LPIPS"),
+}
 _ATTACK_STYLE = {"mmse": ("o", "tab:orange", "MMSE attack (Bayes-optimal)"), "map": ("s", "tab:green", "MAP (opt.) attack"),
                  "decoder": ("^", "tab:purple", "decoder (DNN) attack")}
 
@@ -32,43 +36,55 @@ def _grid(result):
     return fig, axes, datasets, sigmas
 
 
-def plot_sweep(result, path: str | Path) -> Path:
+def _bound_label(p, metric: str) -> str:
+    if metric == "lpips":
+        return "LPIPS bound (Thm. 2)" if p.sigma > 0 else "LPIPS bound (Cor. 3)"
+    return _BOUND_LABEL.get(p.bound_name, p.bound_name)
+
+
+def plot_sweep(result, path: str | Path, metric: str = "mse") -> Path:
     """Figure-2-style grid, one panel per dataset × σ: bound (solid), Maeng's bound (dotted, σ > 0),
     ceiling (dashed), each attack (markers, ±2 s.e.). Log y; values at or below 1e-12 × ceiling
     (exact recovery up to round-off) are drawn on the panel's floor, a bound of 0 marked '0'."""
     fig, axes, datasets, sigmas = _grid(result)
     for r, ds in enumerate(datasets):
         for c, sigma in enumerate(sigmas):
+            bfield, vkey, skey, ylabel = _METRIC[metric]
             ax, pts = axes[r][c], result.select(ds, sigma)
             pts = [p for p in pts if p.tau == pts[0].tau and p.k == pts[0].k]
             xs = [p.x for p in pts]
             tiny = 1e-12 * pts[0].ceiling
-            vals = [v for p in pts for v in [p.bound, p.maeng, p.ceiling] + [a["mse"] for a in p.attacks.values()]]
+            extra = [p.maeng for p in pts] + [pts[0].ceiling] if metric == "mse" else []
+            vals = [getattr(p, bfield) for p in pts] + extra + [a.get(vkey) for p in pts for a in p.attacks.values()]
             positives = [v for v in vals if v and v > tiny]
             floor = min(positives) / 10 if positives else tiny
             clip = lambda vs: [v if v is not None and v > floor else floor for v in vs]  # noqa: E731
-            ax.plot(xs, clip([p.bound for p in pts]), "-", color="tab:blue", lw=2,
-                    label=_BOUND_LABEL.get(pts[0].bound_name, pts[0].bound_name))
-            if sigma > 0:
-                ax.plot(xs, clip([p.maeng for p in pts]), ":", color="tab:blue", lw=1.5, label="Maeng et al. (Thm. 1)")
-            ax.axhline(pts[0].ceiling, ls="--", color="grey", lw=1, label="ceiling Tr(S⁻¹)/d")
+            ax.plot(xs, clip([getattr(p, bfield) for p in pts]), "-", color="tab:blue", lw=2,
+                    label=_bound_label(pts[0], metric))
+            if metric == "mse":
+                if sigma > 0:
+                    ax.plot(xs, clip([p.maeng for p in pts]), ":", color="tab:blue", lw=1.5,
+                            label="Maeng et al. (Thm. 1)")
+                ax.axhline(pts[0].ceiling, ls="--", color="grey", lw=1, label="ceiling Tr(S⁻¹)/d")
             names = list(dict.fromkeys(a for p in pts for a in p.attacks))
             for name in names:
-                sub = [p for p in pts if name in p.attacks]
-                ys = np.array(clip([p.attacks[name]["mse"] for p in sub]))
-                err = np.array([2 * p.attacks[name]["stderr"] if math.isfinite(p.attacks[name]["stderr"]) else 0
+                sub = [p for p in pts if vkey in p.attacks.get(name, {})]
+                if not sub:
+                    continue
+                ys = np.array(clip([p.attacks[name][vkey] for p in sub]))
+                err = np.array([2 * p.attacks[name][skey] if math.isfinite(p.attacks[name][skey]) else 0
                                 for p in sub])
                 marker, color, label = _ATTACK_STYLE.get(name, ("x", "black", name))
                 ax.errorbar([p.x for p in sub], ys, yerr=np.minimum(err, ys * 0.999), fmt=marker, ms=4,
                             color=color, label=label, alpha=0.85)
             for p in pts:
-                if p.bound <= tiny:
+                if (getattr(p, bfield) or 0.0) <= tiny:
                     ax.annotate("0", (p.x, floor), textcoords="offset points", xytext=(0, 4), ha="center",
                                 fontsize=7, color="tab:blue")
             ax.set_yscale("log")
             ax.set_ylim(bottom=floor * 0.8)
             ax.set_xlabel(_AXIS_LABEL.get(pts[0].axis, pts[0].axis))
-            ax.set_ylabel("MSE / d")
+            ax.set_ylabel(ylabel)
             ax.set_title(f"{ds}, σ = {sigma:g}  (d = {pts[0].d})")
             ax.grid(True, which="both", alpha=0.25)
             ax.legend(fontsize=7)
@@ -76,28 +92,30 @@ def plot_sweep(result, path: str | Path) -> Path:
     return _save(fig, path)
 
 
-def plot_scatter(result, path: str | Path, color_by: str = "family") -> Path:
+def plot_scatter(result, path: str | Path, color_by: str = "family", metric: str = "mse") -> Path:
     """Figure-5/8/9-style: each attack's MSE (y) against the bound (x); the shaded region below the
     diagonal is where an attack would beat the bound. Colour by encoder family, k or τ."""
     fig, axes, datasets, sigmas = _grid(result)
     for r, ds in enumerate(datasets):
         for c, sigma in enumerate(sigmas):
+            bfield, vkey, _, ylabel = _METRIC[metric]
             ax, pts = axes[r][c], result.select(ds, sigma)
             groups = sorted({getattr(p, color_by) if getattr(p, color_by) is not None else "—" for p in pts},
                             key=lambda v: (isinstance(v, str), v))
             cmap = plt.get_cmap("tab10")
             xs_all, ys_all = [], []
             tiny = 1e-12 * pts[0].ceiling if pts else 0.0  # exact recovery up to round-off counts as 0
-            positives = [v for p in pts for v in [p.bound] + [a["mse"] for a in p.attacks.values()] if v > tiny]
+            positives = [v for p in pts for v in [getattr(p, bfield)] + [a.get(vkey) for a in p.attacks.values()]
+                         if v is not None and v > tiny]
             floor = min(positives) / 10 if positives else 1e-12  # zeros are drawn on the left / bottom edge
             for gi, grp in enumerate(groups):
                 for name in dict.fromkeys(a for p in pts for a in p.attacks):
                     sub = [p for p in pts if (getattr(p, color_by) if getattr(p, color_by) is not None else "—") == grp
-                           and name in p.attacks]
+                           and vkey in p.attacks.get(name, {}) and getattr(p, bfield) is not None]
                     if not sub:
                         continue
-                    xs = [max(p.bound, floor) for p in sub]
-                    ys = [max(p.attacks[name]["mse"], floor) for p in sub]
+                    xs = [max(getattr(p, bfield), floor) for p in sub]
+                    ys = [max(p.attacks[name][vkey], floor) for p in sub]
                     xs_all += xs
                     ys_all += ys
                     marker = _ATTACK_STYLE.get(name, ("x",))[0]
@@ -113,9 +131,10 @@ def plot_scatter(result, path: str | Path, color_by: str = "family") -> Path:
                 ax.set_ylim(lo, hi)
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("bound (MSE / d; 0 drawn at the edge)")
-            ax.set_ylabel("attack MSE / d")
-            name = {"mse": "Cor. 1", "noiseless_mse": "Cor. 2"}.get(pts[0].bound_name if pts else "", "")
+            ax.set_xlabel(f"bound ({ylabel}; 0 drawn at the edge)")
+            ax.set_ylabel(f"attack {ylabel}")
+            name = ({"mse": "Cor. 1", "noiseless_mse": "Cor. 2"}.get(pts[0].bound_name if pts else "", "")
+                    if metric == "mse" else ("Thm. 2" if sigma > 0 else "Cor. 3"))
             ax.set_title(f"{ds}, σ = {sigma:g}  ({name})")
             ax.grid(True, which="both", alpha=0.25)
             ax.legend(fontsize=6, ncol=2)
