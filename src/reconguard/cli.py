@@ -4,6 +4,8 @@
     reconguard run RECIPE [--preset P]    run a built-in recipe by name, or a YAML file by path
     reconguard recipes                    list the built-in recipes
     reconguard bound --data D --encoder E print every MSE bound for one encoder, write JSON
+    reconguard score train|check          fit a denoising score model / check a score's S (Figure 7)
+    reconguard train-encoder              train a split encoder jointly with its downstream model
 """
 
 from __future__ import annotations
@@ -53,7 +55,14 @@ def _cmd_bound(args) -> int:
     size = args.size or (28 if args.encoder == "splitcnn" else 8)
     prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits" else make_prior(args.data, size))[0]
     d = prior.dim
-    if args.encoder == "linear":
+    if args.encoder_file:
+        from .encoders import load_encoder
+        enc = load_encoder(args.encoder_file).to(_device(args.device))
+        if enc.in_dim != d:
+            from .errors import ShapeError
+            raise ShapeError(f"{args.encoder_file} takes d={enc.in_dim}; pass --size {enc.in_shape[-1]}.")
+        args.encoder = "splitcnn"
+    elif args.encoder == "linear":
         enc = random_linear(d, args.m, seed=args.seed)
     elif args.encoder == "skewed":
         enc = skewed_linear(d, args.alpha, seed=args.seed)
@@ -73,6 +82,103 @@ def _cmd_bound(args) -> int:
               f"{fmt(r.maeng):>13}  {fmt(r.ceiling):>10}  {fmt(r.rtc):>8}")
     print(f"bounds on E‖x̂ − x‖²/d; JSON: {out}")
     del torch
+    return 0
+
+
+def _labelled_data(name: str, size: int | None, root: str | None):
+    from .data import load_cifar10, load_digits, load_mnist
+    from .errors import ParameterError
+
+    if name == "digits":
+        return load_digits(size)
+    if root is None:
+        raise ParameterError(f"--data {name} needs --root, the local folder holding its files.")
+    return (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+
+
+def _cmd_score_train(args) -> int:
+    import torch
+
+    from .bounds import score_matrix, score_quality
+    from .data import smoothed_empirical_prior
+    from .io import write_json_atomic
+    from .report.plots import plot_score_quality
+    from .train import train_score_model
+
+    data = _labelled_data(args.data, args.size, args.root)
+    model, fit_result = train_score_model(data, args.sigma_s, epochs=args.epochs, width=args.width, depth=args.depth,
+                                          seed=args.seed, device=_device(args.device), progress=not args.quiet)
+    out = Path(args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
+    model.cpu().save(out)
+    samples = smoothed_empirical_prior(data, args.sigma_s).sample(args.n, generator=torch.Generator().manual_seed(args.seed))
+    with torch.no_grad():
+        q = score_quality(score_matrix(model.score, samples.float()), samples)
+    write_json_atomic(out.with_suffix(".json"), {"score_model": str(out), "fit": fit_result, "quality": q})
+    plot_score_quality({f"score model ({data.name})": q}, out.with_suffix(".png"))
+    print(f"score model: {out}  (final denoising loss {fit_result.history[-1]['train_loss']:.4g})")
+    print(f"quality: {100 * (1 - q.fraction_below_floor):.1f}% of eigenvalues of Σ^½SΣ^½ ≥ 1 up to sampling noise "
+          f"(floor {q.noise_floor:.3f}), {100 * (1 - q.fraction_below_one):.1f}% strictly; min {q.min:.3g}; "
+          f"plot {out.with_suffix('.png')}")
+    return 0
+
+
+def _cmd_score_check(args) -> int:
+    import torch
+
+    from .bounds import ddpm_score, score_matrix, score_quality
+    from .data import smoothed_empirical_prior
+    from .io import write_json_atomic
+    from .report.plots import plot_score_quality
+
+    data = _labelled_data(args.data, args.size, args.root)
+    prior = smoothed_empirical_prior(data, args.sigma_s)
+    samples = prior.sample(args.n, generator=torch.Generator().manual_seed(args.seed))
+    qualities = {}
+    if args.model:
+        from .nn.score import ScoreModel
+        model = ScoreModel.load(args.model)
+        with torch.no_grad():
+            qualities["score model"] = score_quality(score_matrix(model.score, samples.float()), samples)
+    if args.ddpm:
+        from .nn.ddpm import load_ddpm
+        unet, sched = load_ddpm(args.ddpm)
+        fn = ddpm_score(unet.to(_device(args.device)), sched, args.sigma_s, in_shape=data.shape)
+        qualities[f"DDPM (t={fn.timestep})"] = score_quality(score_matrix(fn, samples), samples)
+    if args.exact or not qualities:
+        qualities["exact smoothed-empirical"] = score_quality(score_matrix(prior, samples), samples)
+    out = Path(args.out or f"runs/score/quality-{data.name}.png")
+    plot_score_quality(qualities, out)
+    write_json_atomic(out.with_suffix(".json"), qualities)
+    for name, q in qualities.items():
+        print(f"{name:28s} {100 * (1 - q.fraction_below_floor):5.1f}% ≥ 1 (noise floor {q.noise_floor:.3f}), "
+              f"{100 * (1 - q.fraction_below_one):5.1f}% strictly, min {q.min:.3g}")
+    print(f"plot: {out}")
+    return 0
+
+
+def _cmd_train_encoder(args) -> int:
+    import torch
+    from torch import nn
+
+    from .encoders import SplitCNN, SplitResNet18, save_encoder
+    from .io import write_json_atomic
+    from .train import fit
+
+    data = _labelled_data(args.data, args.size, args.root)
+    if args.encoder == "splitcnn":
+        enc = SplitCNN(args.split, args.m, data.shape, seed=args.seed)
+    else:
+        enc = SplitResNet18(args.split, args.m, data.shape, seed=args.seed, weights=args.weights)
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(args.seed))
+    cut = int(0.9 * len(data))
+    model = nn.Sequential(enc, enc.downstream())
+    result = fit(model, data.subset(perm[:cut]), data.subset(perm[cut:]), epochs=args.epochs, lr=args.lr,
+                 batch_size=args.batch_size, seed=args.seed, device=_device(args.device), progress=not args.quiet)
+    out = Path(args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
+    save_encoder(enc.cpu(), out)
+    write_json_atomic(out.with_suffix(".json"), {"encoder": str(out), "fit": result})
+    print(f"encoder: {out}  best epoch {result.best_epoch}: validation accuracy {result.best_val_acc:.3f}, "
+          f"loss {result.best_val_loss:.4g}")
     return 0
 
 
@@ -104,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("bound", help="every MSE bound for one encoder on one prior")
     sp.add_argument("--data", choices=["gaussian", "digits"], default="gaussian")
     sp.add_argument("--encoder", choices=["linear", "skewed", "splitcnn"], default="linear")
+    sp.add_argument("--encoder-file", help="a `reconguard train-encoder` file (replaces --encoder/--m/--split)")
     sp.add_argument("--m", type=int, default=32, help="embedding size (linear, splitcnn)")
     sp.add_argument("--alpha", type=float, default=1.0, help="eigenvalue skew (skewed)")
     sp.add_argument("--split", choices=["early", "middle", "late"], default="middle", help="split point (splitcnn)")
@@ -119,6 +226,45 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", help="JSON path (default runs/bound/<data>-<encoder>-m<m>.json)")
     sp.add_argument("--quiet", action="store_true")
     sp.set_defaults(func=_cmd_bound)
+
+    def add_data_opts(sp, default_size=None):
+        sp.add_argument("--data", choices=["digits", "mnist", "cifar10"], default="digits")
+        sp.add_argument("--root", help="local folder with the MNIST IDX files / CIFAR-10 batches")
+        sp.add_argument("--size", type=int, default=default_size, help="digits image side (default 8)")
+        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("--device", default="auto")
+        sp.add_argument("--out")
+        sp.add_argument("--quiet", action="store_true")
+
+    score = sub.add_parser("score", help="score models: train one, or check a score's S (Figure 7)")
+    ssub = score.add_subparsers(dest="score_command", required=True)
+    sp = ssub.add_parser("train", help="fit a denoising score model at smoothing σ_s and save it")
+    add_data_opts(sp)
+    sp.add_argument("--sigma-s", type=float, default=0.1)
+    sp.add_argument("--epochs", type=int, default=30)
+    sp.add_argument("--width", type=int, default=64)
+    sp.add_argument("--depth", type=int, default=6)
+    sp.add_argument("--n", type=int, default=20000, help="samples for the quality check")
+    sp.set_defaults(func=_cmd_score_train)
+    sp = ssub.add_parser("check", help="score_quality of a score model, a DDPM and/or the exact prior")
+    add_data_opts(sp)
+    sp.add_argument("--sigma-s", type=float, default=0.1)
+    sp.add_argument("--model", help="a `reconguard score train` file")
+    sp.add_argument("--ddpm", help="a local diffusers DDPM folder")
+    sp.add_argument("--exact", action="store_true", help="also the exact smoothed-empirical prior")
+    sp.add_argument("--n", type=int, default=20000)
+    sp.set_defaults(func=_cmd_score_check)
+
+    sp = sub.add_parser("train-encoder", help="train a split encoder with its downstream model on the task")
+    add_data_opts(sp)
+    sp.add_argument("--encoder", choices=["splitcnn", "resnet18"], default="splitcnn")
+    sp.add_argument("--split", choices=["early", "middle", "late"], default="middle")
+    sp.add_argument("--m", type=int, default=32)
+    sp.add_argument("--weights", help="resnet18: a local torchvision-format state dict to start from")
+    sp.add_argument("--epochs", type=int, default=10)
+    sp.add_argument("--lr", type=float, default=1e-3)
+    sp.add_argument("--batch-size", type=int, default=128)
+    sp.set_defaults(func=_cmd_train_encoder)
     return p
 
 

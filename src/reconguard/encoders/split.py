@@ -114,3 +114,35 @@ class SplitResNet18(SplitNet):
         super().__init__(backbone.stages(), backbone.head(), split, m, in_shape, seed)
         self.weights = str(weights) if weights is not None else "random"
         self.backbone_ref = (backbone,)
+
+
+ENCODER_CLASSES = {"splitcnn": SplitCNN, "resnet18": SplitResNet18}
+
+
+def save_encoder(encoder: SplitNet, path: str | Path) -> Path:
+    """Save a split encoder (config + state dict; loads with ``weights_only=True``)."""
+    from ..io import save_torch_atomic
+
+    family = {SplitCNN: "splitcnn", SplitResNet18: "resnet18"}.get(type(encoder))
+    if family is None:
+        raise UnknownOptionError(f"save_encoder handles SplitCNN / SplitResNet18, not {type(encoder).__name__}.")
+    config = {"family": family, "split": encoder.split, "m": encoder.m, "in_shape": list(encoder.in_shape)}
+    return save_torch_atomic(path, {"kind": "reconguard-encoder", "config": config,
+                                    "state_dict": encoder.state_dict()})
+
+
+def load_encoder(path: str | Path) -> SplitNet:
+    """Load what ``save_encoder`` wrote (``reconguard train-encoder``)."""
+    from ..errors import CorruptDataError, DataFileNotFoundError
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileNotFoundError(f"encoder file {path} does not exist; train one with `reconguard train-encoder`.")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        cfg = blob["config"]
+        enc = ENCODER_CLASSES[cfg["family"]](cfg["split"], cfg["m"], tuple(cfg["in_shape"]), seed=None)
+        enc.load_state_dict(blob["state_dict"])
+    except (KeyError, TypeError, RuntimeError, ValueError) as exc:
+        raise CorruptDataError(f"{path}: not a reconguard encoder file ({exc}).") from exc
+    return enc.eval()

@@ -22,7 +22,7 @@ from torch import nn
 from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
 from ..bounds import ceiling, estimate_fisher, psi_terms, score_matrix
 from ..data import GaussianMixturePrior
-from ..encoders import Noisy, SplitCNN, SplitResNet18, random_linear, skewed_linear
+from ..encoders import Noisy, SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
 from ..results import Result
@@ -158,7 +158,11 @@ def build_encoder(spec: EncoderSpec, in_shape: tuple[int, int, int], seed: int, 
     if spec.family == "skewed":
         return skewed_linear(d, float(spec.alpha), seed=seed)
     weights = spec.weights
-    if spec.family == "splitcnn":
+    if weights not in ("random", "trained") and spec.family == "splitcnn":
+        enc = load_encoder(weights)  # a `reconguard train-encoder` file
+        if enc.in_shape != tuple(in_shape):
+            raise ParameterError(f"{weights}: the encoder takes {enc.in_shape}, the dataset gives {tuple(in_shape)}.")
+    elif spec.family == "splitcnn":
         enc = SplitCNN(spec.split or "middle", int(spec.m), in_shape, seed=seed)
     else:
         path = None if weights in ("random", "trained") else weights

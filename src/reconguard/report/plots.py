@@ -44,7 +44,7 @@ def _bound_label(p, metric: str) -> str:
 
 def plot_sweep(result, path: str | Path, metric: str = "mse") -> Path:
     """Figure-2-style grid, one panel per dataset × σ: bound (solid), Maeng's bound (dotted, σ > 0),
-    ceiling (dashed), each attack (markers, ±2 s.e.). Log y; values at or below 1e-12 × ceiling
+    ceiling (dashed), each attack (markers, ±2 s.e.). Log y; values at or below 1e-9 × ceiling
     (exact recovery up to round-off) are drawn on the panel's floor, a bound of 0 marked '0'."""
     fig, axes, datasets, sigmas = _grid(result)
     for r, ds in enumerate(datasets):
@@ -53,7 +53,7 @@ def plot_sweep(result, path: str | Path, metric: str = "mse") -> Path:
             ax, pts = axes[r][c], result.select(ds, sigma)
             pts = [p for p in pts if p.tau == pts[0].tau and p.k == pts[0].k]
             xs = [p.x for p in pts]
-            tiny = 1e-12 * pts[0].ceiling
+            tiny = 1e-9 * pts[0].ceiling
             extra = [p.maeng for p in pts] + [pts[0].ceiling] if metric == "mse" else []
             vals = [getattr(p, bfield) for p in pts] + extra + [a.get(vkey) for p in pts for a in p.attacks.values()]
             positives = [v for v in vals if v and v > tiny]
@@ -104,7 +104,7 @@ def plot_scatter(result, path: str | Path, color_by: str = "family", metric: str
                             key=lambda v: (isinstance(v, str), v))
             cmap = plt.get_cmap("tab10")
             xs_all, ys_all = [], []
-            tiny = 1e-12 * pts[0].ceiling if pts else 0.0  # exact recovery up to round-off counts as 0
+            tiny = 1e-9 * pts[0].ceiling if pts else 0.0  # exact recovery up to round-off counts as 0
             positives = [v for p in pts for v in [getattr(p, bfield)] + [a.get(vkey) for a in p.attacks.values()]
                          if v is not None and v > tiny]
             floor = min(positives) / 10 if positives else 1e-12  # zeros are drawn on the left / bottom edge
