@@ -30,7 +30,7 @@ def _cmd_run(args, recipe: str) -> int:
     from .report import run_to_report, summary_text
 
     out = Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem)
-    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet)
+    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=_device(args.device))
     print(summary_text(result, out))
     return 0
 
@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="smoke (seconds), cpu (minutes on 2 cores), paper (the paper's sizes; GPU)")
         sp.add_argument("--out", help="output folder (replaced whole when the run succeeds)")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
+        sp.add_argument("--device", default="auto", help="auto (CUDA when present) | cpu | cuda")
 
     sp = sub.add_parser("demo", help="the main job: Figure-2 sweep on Gaussian and digits priors → runs/demo/")
     add_run_opts(sp)

@@ -102,10 +102,10 @@ def _rademacher(shape, g: torch.Generator, dtype) -> torch.Tensor:
 
 def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Module | None = None,
               tau: float = 1e-4, probes: int = 16, n_inputs: int = 8, seed: int = 0,
-              dtype: torch.dtype = torch.float32) -> PsiTerms:
+              dtype: torch.dtype = torch.float32, device=None) -> PsiTerms:
     """Estimate Theorem 2's terms. ``psi``: ``N×d → N×k``; ``score_fn``: ``N×d → N×d``; ``data``:
     samples of π. ``encoder`` supplies J_E; without it E[G] stands in for G(x), exact when G is
-    constant (linear encoders)."""
+    constant (linear encoders). ``device``: where Ψ (and the encoder) run; they must already be there."""
     fisher: FisherEstimate = as_fisher(fisher)
     probes, n_inputs = check_positive_int(probes, "probes"), check_positive_int(n_inputs, "n_inputs")
     split = split_range_null(fisher, check_tau(tau))
@@ -116,18 +116,19 @@ def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Mo
     if x_all.shape[0] < n_inputs:
         raise ParameterError(f"n_inputs={n_inputs} is larger than the {x_all.shape[0]} samples given.")
     g = torch.Generator().manual_seed(seed)
-    x_all = x_all[torch.randperm(x_all.shape[0], generator=g)[:n_inputs]].to(dtype)
-    P = [split.P_r.to(dtype), split.P_n.to(dtype)]
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    x_all = x_all[torch.randperm(x_all.shape[0], generator=g)[:n_inputs]].to(device=device, dtype=dtype)
+    P = [split.P_r.to(device=device, dtype=dtype), split.P_n.to(device=device, dtype=dtype)]
     enc = split_noise(encoder)[0] if encoder is not None else None
-    G = fisher.matrix.to(dtype)
+    G = fisher.matrix.to(device=device, dtype=torch.float64)
     f1 = lambda v: psi(v.unsqueeze(0)).squeeze(0)  # noqa: E731 — one input → k features
     n = torch.zeros(n_inputs, 2, dtype=torch.float64)
     T = torch.zeros(n_inputs, 2, 2, dtype=torch.float64)
     E = torch.zeros(n_inputs, 2, 2, dtype=torch.float64)
     k = None
     for xi, x in enumerate(x_all):
-        s = torch.as_tensor(score_fn(x.unsqueeze(0).to(torch.float64))).reshape(-1).to(dtype)
-        V = _rademacher((probes, fisher.d), g, dtype)
+        s = torch.as_tensor(score_fn(x.unsqueeze(0).to(torch.float64))).reshape(-1).to(device=device, dtype=dtype)
+        V = _rademacher((probes, fisher.d), g, dtype).to(device)
         t = []
         for gi in range(2):
             W = V @ P[gi]  # rows P_g v
@@ -142,7 +143,7 @@ def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Mo
             for j in range(2):
                 T[xi, i, j] = float(t[i] @ t[j])
         _, vjp = torch.func.vjp(f1, x)
-        U = _rademacher((probes, k), g, dtype)
+        U = _rademacher((probes, k), g, dtype).to(device)
         Wt = torch.func.vmap(lambda u: vjp(u)[0])(U).detach()                               # probes × d: J_Ψᵀu
         a = []
         for gi in range(2):
@@ -157,7 +158,7 @@ def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Mo
                 if enc is not None:
                     E[xi, i, j] = float((a[i] * a[j]).sum(1).mean())
                 else:
-                    E[xi, i, j] = float(((a[i] @ G.to(torch.float64)) * a[j]).sum(1).mean())
+                    E[xi, i, j] = float(((a[i] @ G) * a[j]).sum(1).mean())
     return PsiTerms(n, T, E, split.rank, split.tau, fisher.d, int(k), probes, n_inputs)
 
 

@@ -85,7 +85,7 @@ class GaussianMixturePrior:
         return None
 
     def _check_x(self, x) -> torch.Tensor:
-        x = as_tensor(x, "x", dtype=torch.float64)
+        x = as_tensor(x, "x", dtype=torch.float64).cpu()  # the prior lives on the CPU, in float64
         x = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(1, -1)
         if x.shape[1] != self.dim:
             raise ShapeError(f"x has dimension {x.shape[1]}, the prior {self.name!r} has d={self.dim}.")

@@ -93,7 +93,7 @@ def recipe_params(recipe: dict, preset: str = "cpu", overrides: dict | None = No
 
 
 def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool = True,
-               overrides: dict | None = None) -> SweepResult:
+               overrides: dict | None = None, device=None) -> SweepResult:
     """Run a recipe at a preset and return its result (nothing is written; see ``reconguard.report``)."""
     recipe = load_recipe(name_or_path)
     p = recipe_params(recipe, preset, overrides)
@@ -123,7 +123,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
                                 taus=tuple(float(t) for t in p.get("taus", [1e-4])),
                                 n_attack=p.get("n_attack", 64), score_samples=score_samples, seed=seed,
                                 n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples,
-                                lpips=p.get("lpips") or None)
+                                lpips=p.get("lpips") or None, device=device)
     finally:
         if bar is not None:
             bar.close()

@@ -22,7 +22,7 @@ from torch import nn
 from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
 from ..bounds import ceiling, estimate_fisher, psi_terms, score_matrix
 from ..data import GaussianMixturePrior
-from ..encoders import Noisy, SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
+from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
 from ..results import Result
@@ -151,7 +151,12 @@ class SweepResult(Result):
 
 
 def build_encoder(spec: EncoderSpec, in_shape: tuple[int, int, int], seed: int, train_data=None,
-                  train_epochs: int = 5, progress: bool = False) -> nn.Module:
+                  train_epochs: int = 5, progress: bool = False, device=None) -> nn.Module:
+    """The encoder of ``spec`` on ``device`` (trained there first when ``weights`` is ``trained``)."""
+    return _build(spec, in_shape, seed, train_data, train_epochs, progress, device).to(device or "cpu")
+
+
+def _build(spec, in_shape, seed, train_data, train_epochs, progress, device) -> nn.Module:
     d = in_shape[0] * in_shape[1] * in_shape[2]
     if spec.family == "linear":
         return random_linear(d, int(spec.m), seed=seed)
@@ -176,7 +181,7 @@ def build_encoder(spec: EncoderSpec, in_shape: tuple[int, int, int], seed: int, 
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
         cut = max(1, int(0.9 * n))
         fit(nn.Sequential(enc, enc.downstream()), train_data.subset(perm[:cut]), train_data.subset(perm[cut:]),
-            epochs=train_epochs, seed=seed, progress=progress)
+            epochs=train_epochs, seed=seed, progress=progress, device=device)
     for p in enc.parameters():
         p.requires_grad_(False)
     return enc.eval()
@@ -194,16 +199,22 @@ def attack_sizes(n_attack, names) -> dict:
 
 def _lpips_of(lp, rec, x, in_shape, cap: int = 256) -> dict:
     """Mean LPIPS (± s.e.) over at most ``cap`` reconstructions (VGG on every image is the costly part)."""
-    rec, x = rec[:cap], x[:cap]
-    v = lp(rec.to(torch.float32).reshape(-1, *in_shape), x.to(torch.float32).reshape(-1, *in_shape)).to(torch.float64)
+    dev = lp.shift.device
+    rec, x = rec[:cap].to(dev, torch.float32), x[:cap].to(dev, torch.float32)
+    with torch.no_grad():
+        v = lp(rec.reshape(-1, *in_shape), x.reshape(-1, *in_shape)).to(torch.float64).cpu()
     se = float(v.std()) / math.sqrt(v.shape[0]) if v.shape[0] > 1 else math.nan
     return {"lpips": float(v.mean()), "lpips_stderr": se}
 
 
 def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shape, cfg, g,
-                 exact_prior, lp=None) -> tuple[dict, dict]:
+                 exact_prior, lp=None, device=None) -> tuple[dict, dict]:
     """Each attack's MSE/d on the first ``sizes[name]`` of ``x_all`` (and its reconstructions, for the grids)."""
-    e_all = Noisy(enc, sigma, generator=g)(x_all.to(torch.float32))
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    with torch.no_grad():
+        e_all = enc(x_all.to(device=device, dtype=torch.float32)).cpu()
+    if sigma > 0:
+        e_all = e_all + sigma * torch.randn(e_all.shape, generator=g, dtype=e_all.dtype)
     results, recons = {}, {}
     for name in names:
         x, e = x_all[:sizes[name]], e_all[:sizes[name]]
@@ -215,11 +226,11 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
             results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
         elif name == "map":
             r = map_attack_sweep(enc, x, e, score_fn, sigma, in_shape=in_shape, steps=int(cfg.get("map_steps", 500)))
-            rec = r.reconstructions
+            rec = r.reconstructions.cpu()
             results[name] = {"mse": r.mse, "stderr": r.stderr, "n": x.shape[0], "beta": r.beta, "tried": r.tried}
         elif name == "decoder":
             da = DecoderAttack(enc, in_shape, epochs=int(cfg.get("decoder_epochs", 10)), sigma=sigma,
-                               seed=int(cfg.get("seed", 0)), width=int(cfg.get("decoder_width", 128)))
+                               seed=int(cfg.get("seed", 0)), width=int(cfg.get("decoder_width", 128)), device=device)
             train = prior.sample(int(cfg.get("decoder_train", 4096)), generator=g).to(torch.float32)
             da.fit(train)
             rec = da.attack(e)
@@ -237,7 +248,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
               sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
               attacks=("mmse",), ks=(256,), taus=(1e-4,), n_attack: int | dict = 64, score_samples: int = 20000,
               seed: int = 0, n_examples: int = 8, cfg: dict | None = None, progress=None,
-              examples: dict | None = None, lpips: dict | None = None) -> list[SweepPoint]:
+              examples: dict | None = None, lpips: dict | None = None, device=None) -> list[SweepPoint]:
     """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
 
     ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 8}``) adds the LPIPS
@@ -246,7 +257,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
     lp = None
     if lpips:
         from ..metrics import LPIPS
-        lp = LPIPS(lpips.get("trunk_weights"))
+        lp = LPIPS(lpips.get("trunk_weights")).to(device or "cpu")
     d = prior.dim
     score_fn = score_fn or prior.score
     if S is None:
@@ -261,7 +272,8 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
             examples.setdefault((dataset, float(sigma)), {"originals": x[:shown], "rows": []})
     points = []
     for i, spec in enumerate(encoders):
-        enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)))
+        enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)),
+                            device=device)
         fishers = {k: estimate_fisher(enc, fisher_pool, k=min(k, fisher_pool.shape[0]), seed=seed) for k in ks}
         axis, xval = spec.axis
         terms = None
@@ -269,11 +281,12 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
             linear = spec.family in ("linear", "skewed")
             terms = psi_terms(fishers[max(ks)], lp.psi(in_shape), fisher_pool, score_fn,
                               encoder=None if linear else enc, tau=float(taus[0]),
-                              probes=int(lpips.get("probes", 16)), n_inputs=int(lpips.get("n_inputs", 8)), seed=seed)
+                              probes=int(lpips.get("probes", 16)), n_inputs=int(lpips.get("n_inputs", 8)), seed=seed,
+                              device=device)
         for j, sigma in enumerate(sigmas):
             g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
             results, recons = _run_attacks(attacks, enc, spec, prior, score_fn, x, sizes, float(sigma), in_shape,
-                                           {**cfg, "seed": seed}, g, exact_prior, lp)
+                                           {**cfg, "seed": seed}, g, exact_prior, lp, device)
             lp_b = terms.bound(float(sigma)) if terms is not None else None
             for k, fisher in fishers.items():
                 for tau in (taus if sigma == 0 else taus[:1]):

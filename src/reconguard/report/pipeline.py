@@ -52,8 +52,8 @@ def _image_shape(result, example) -> tuple[int, ...] | None:
 
 
 def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path | None = None, *,
-                  progress: bool = True, overrides: dict | None = None):
+                  progress: bool = True, overrides: dict | None = None, device=None):
     """``run_recipe`` then ``write_report``; returns ``(result, out_dir)``."""
-    result = run_recipe(recipe, preset, progress=progress, overrides=overrides)
+    result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device)
     out_dir = Path(out_dir) if out_dir is not None else Path("runs") / result.recipe
     return result, write_report(result, out_dir)

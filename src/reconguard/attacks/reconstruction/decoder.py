@@ -74,8 +74,10 @@ class DecoderAttack:
 
     def _embed(self, x: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         enc, _ = split_noise(self.encoder)
+        p = next(iter(list(enc.parameters()) + list(enc.buffers())), None)
         with torch.no_grad():
-            e = enc(x.reshape(x.shape[0], *self.in_shape)).reshape(x.shape[0], -1)
+            xe = x.reshape(x.shape[0], *self.in_shape)
+            e = enc(xe.to(p.device) if p is not None else xe).reshape(x.shape[0], -1).cpu()
         if self.sigma > 0:  # the attacker simulates the release it will see
             e = e + self.sigma * torch.randn(e.shape, generator=g).to(e)
         return e

@@ -29,11 +29,11 @@ from ...errors import ParameterError, ShapeError
 def _linear_weight(encoder) -> torch.Tensor:
     enc, _ = split_noise(encoder) if isinstance(encoder, torch.nn.Module) else (encoder, 0.0)
     if isinstance(enc, LinearEncoder):
-        return enc.W.to(torch.float64)
+        return enc.W.detach().cpu().to(torch.float64)
     if isinstance(enc, torch.Tensor):
         if enc.ndim != 2:
             raise ShapeError(f"W must be m×d, got shape {tuple(enc.shape)}.")
-        return enc.to(torch.float64)
+        return enc.detach().cpu().to(torch.float64)
     raise ParameterError("The MMSE attack is defined for linear encoders only (LinearEncoder, "
                          f"Noisy(LinearEncoder) or an m×d W); got {type(enc).__name__}.")
 
@@ -76,7 +76,7 @@ def mixture_mmse_attack(encoder, prior: GaussianMixturePrior, sigma: float | Non
     comp_sq = (comp * comp).sum(1)
 
     def attack(e: torch.Tensor) -> torch.Tensor:
-        e = check_finite(as_tensor(e, "embeddings", dtype=torch.float64), "embeddings")
+        e = check_finite(as_tensor(e, "embeddings", dtype=torch.float64), "embeddings").cpu()
         if e.ndim != 2 or e.shape[1] != m:
             raise ShapeError(f"embeddings must be N×{m}, got shape {tuple(e.shape)}.")
         out = []
