@@ -34,11 +34,12 @@ def main():
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--split", default="middle")
     ap.add_argument("--repeats", type=int, default=2, help="best of this many runs of each")
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     data = load_digits(28)
-    enc = SplitCNN(args.split, args.m, (1, 28, 28), seed=0)
+    enc = SplitCNN(args.split, args.m, (1, 28, 28), seed=0).to(args.device)
     print(f"SplitCNN({args.split}, m={args.m}) on digits 28×28 (d=784), k={args.k}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
+          f"{torch.get_num_threads()} threads, device {args.device}")
     estimate_fisher(enc, data, k=8, seed=0)  # warm-up: first calls pay for allocator / oneDNN set-up
     estimate_fisher(enc, data, k=2, seed=0, method="loop")
     t_fast, fast = timed(lambda: estimate_fisher(enc, data, k=args.k, seed=0), args.repeats)
