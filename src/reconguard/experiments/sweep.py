@@ -211,8 +211,9 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
                  exact_prior, lp=None, device=None) -> tuple[dict, dict]:
     """Each attack's MSE/d on the first ``sizes[name]`` of ``x_all`` (and its reconstructions, for the grids)."""
     device = torch.device(device) if device is not None else torch.device("cpu")
+    dtype = torch.float64 if spec.family in ("linear", "skewed") else torch.float32  # W is float64: keep exactness
     with torch.no_grad():
-        e_all = enc(x_all.to(device=device, dtype=torch.float32)).cpu()
+        e_all = enc(x_all.to(device=device, dtype=dtype)).cpu()
     if sigma > 0:
         e_all = e_all + sigma * torch.randn(e_all.shape, generator=g, dtype=e_all.dtype)
     results, recons = {}, {}
