@@ -59,3 +59,20 @@ presets:
     assert main(["run", str(recipe), "--preset", "smoke", "--out", str(out), "--quiet"]) == 0
     pts = json.loads((out / "results.json").read_text())["points"]
     assert pts[0]["encoder"].endswith("(loaded)") and pts[0]["holds"]
+
+
+def test_recipe_with_a_trained_score_model_reports_its_quality(tmp_path):
+    """score: model:PATH — S and the MAP attack's prior come from a `reconguard score train` model."""
+    model = tmp_path / "score.pt"
+    assert main(["score", "train", "--epochs", "2", "--width", "16", "--depth", "2", "--n", "3000",
+                 "--out", str(model), "--quiet"]) == 0
+    assert model.with_suffix(".png").exists() and model.with_suffix(".json").exists()
+    out = tmp_path / "run"
+    assert main(["run", "fig2-linear", "--preset", "smoke", "--out", str(out), "--quiet"]) == 0  # exact prior
+    r = run_recipe("fig2-linear", "smoke", progress=False,
+                   overrides={"score": f"model:{model}", "datasets": {"digits": {"sigma_s": 0.1}},
+                              "attacks": ["map"], "n_attack": 4, "map_steps": 20,
+                              "encoders": [{"family": "linear", "m": [16]}]})
+    q = r.extras["score_quality"]["digits"]
+    assert 0 < q.noise_floor < 1 and len(q.eigenvalues) == 64
+    assert all("map" in p.attacks for p in r.points)
