@@ -13,6 +13,11 @@ from .errors import NonFiniteError, ParameterError, PixelRangeError, ShapeError
 
 def as_tensor(x: Any, name: str, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Convert arrays / lists / tensors to a tensor; reject non-numeric input with a clear error."""
+    if isinstance(x, (list, tuple)) and x and all(hasattr(v, "shape") for v in x):
+        shapes = {tuple(v.shape) for v in x}
+        if len(shapes) > 1:
+            raise ShapeError(f"{name} have mixed sizes {sorted(shapes)[:3]}…; resize or crop them to one size first.")
+        x = torch.stack([torch.as_tensor(np.asarray(v)) for v in x])
     if isinstance(x, torch.Tensor):
         t = x
     elif isinstance(x, np.ndarray) or isinstance(x, (list, tuple, float, int)):

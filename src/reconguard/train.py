@@ -4,6 +4,15 @@ Adam (β 0.9/0.999, lr 1e−3), batch 128, MultiStepLR, the best epoch kept by v
 accuracy), a JSON-able history, progress bars, and checkpoints a killed run resumes from (same
 final numbers: model, optimiser, scheduler, RNG and loader order are all restored). The loss is a
 function ``loss(model, batch) -> (loss, metrics)``; classification with cross-entropy is the default.
+
+A ``defense`` is a plain object; fit calls whichever of these hooks it has (none is required):
+
+* ``wrap_model(model, optimizer, train) -> (model, optimizer)`` once before training (e.g. DP-SGD);
+* ``on_epoch(train, epoch) -> Dataset`` the data of this epoch (e.g. re-encrypted every epoch);
+* ``wrap_loader(loader, epoch) -> iterable`` (e.g. Poisson sampling);
+* ``loss(model, batch) -> (loss, metrics)`` replaces ``loss``;
+* ``on_val(val, epoch) -> Dataset`` the validation data in the form the model is trained on;
+* ``after_epoch(epoch, record)`` adds to the epoch's history record (e.g. ε spent).
 """
 
 from __future__ import annotations
@@ -70,7 +79,7 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
         epochs: int = 10, batch_size: int = 128, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.0,
         milestones: list[int] | None = None, gamma: float = 0.1, select: str = "val_loss", seed: int = 0,
         device: torch.device | str | None = None, checkpoint: str | Path | None = None,
-        progress: bool = True) -> FitResult:
+        progress: bool = True, defense=None) -> FitResult:
     """Train ``model`` in place and leave it at its best epoch (by ``select``: val_loss or val_acc)."""
     epochs, batch_size = check_positive_int(epochs, "epochs"), check_positive_int(batch_size, "batch_size")
     lr = check_scalar(lr, "lr", low=0.0, low_open=True)
@@ -83,6 +92,13 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr, betas=tuple(betas),
                            weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones or []), gamma=gamma)
+    hook = lambda name: getattr(defense, name, None) if defense is not None else None  # noqa: E731
+    train_model = model
+    if hook("wrap_model"):
+        train_model, opt = defense.wrap_model(model, opt, train)
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones or []), gamma=gamma)
+    if hook("loss"):
+        loss = defense.loss
     history, start = [], 0
     best = {"epoch": -1, "score": math.inf, "state": None, "val_loss": math.nan, "val_acc": math.nan}
     ckpt = Path(checkpoint) if checkpoint is not None else None
@@ -100,11 +116,17 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
         from tqdm.auto import tqdm
         bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch")
     for epoch in range(start, epochs):
-        model.train()
+        train_model.train()
         total, n, correct = 0.0, 0, 0.0
-        for batch in _loader(train, batch_size, True, seed, epoch):
+        data = defense.on_epoch(train, epoch) if hook("on_epoch") else train
+        loader = _loader(data, batch_size, True, seed, epoch)
+        if hook("wrap_loader"):
+            loader = defense.wrap_loader(loader, epoch)
+        for batch in loader:
             batch = tuple(b.to(device) for b in batch)
-            value, metrics = loss(model, batch)
+            if batch[0].shape[0] == 0:  # Poisson sampling can draw an empty batch
+                continue
+            value, metrics = loss(train_model, batch)
             if not torch.isfinite(value):
                 raise ParameterError(f"the training loss became {float(value)} at epoch {epoch}; lower lr.")
             opt.zero_grad(set_to_none=True)
@@ -114,9 +136,13 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
             n += batch[0].shape[0]
             correct += metrics.get("correct", 0.0)
         sched.step()
-        record = {"epoch": epoch, "train_loss": total / n, "train_acc": correct / n, "lr": opt.param_groups[0]["lr"]}
+        record = {"epoch": epoch, "train_loss": total / max(n, 1), "train_acc": correct / max(n, 1),
+                  "lr": opt.param_groups[0]["lr"]}
+        if hook("after_epoch"):
+            defense.after_epoch(epoch, record)
         if val is not None and len(val) > 0:
-            record.update(_evaluate(model, val, loss, batch_size, device))
+            val_data = defense.on_val(val, epoch) if hook("on_val") else val
+            record.update(_evaluate(model, val_data, loss, batch_size, device))
             score = record["val_loss"] if select == "val_loss" else -record["val_acc"]
         else:
             score = record["train_loss"]

@@ -20,3 +20,13 @@ def mnist_cnn_blocks(in_channels: int = 1) -> nn.ModuleList:
         nn.Sequential(nn.Conv2d(32, 64, 3, stride=1, padding=1), nn.GELU(), nn.AvgPool2d(2)),
         nn.Sequential(nn.Conv2d(64, 128, 3, stride=1, padding=1), nn.GELU()),
     ])
+
+
+def mnist_cnn(in_shape: tuple[int, int, int] = (1, 28, 28), num_classes: int = 10) -> nn.Sequential:
+    """The whole 3-block CNN with its linear head: a small classifier for digits / MNIST."""
+    import torch
+
+    blocks = mnist_cnn_blocks(in_shape[0])
+    with torch.no_grad():
+        feat = nn.Sequential(*blocks)(torch.zeros(1, *in_shape)).numel()
+    return nn.Sequential(*blocks, nn.Flatten(1), nn.Linear(feat, num_classes))

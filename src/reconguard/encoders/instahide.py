@@ -1,0 +1,255 @@
+"""InstaHide and Mixup encryption (InstaHide paper: "Mixup and its vulnerability", "InstaHide",
+Algorithm 2, cross-dataset InstaHide, "Best practice").
+
+Each private image x_i is replaced by
+
+    x̃_i = σ_i ∘ Σ_{j<k} λ_ij · z_ij,     z_i0 = x_i,  z_ij (j ≥ 1) its partners,  σ_i ∈ {±1}^d
+
+* **Normalisation.** Images in [0, 1] are first centred per channel, ``(x − mean)/std`` with the
+  private set's channel statistics (``normalize="dataset"``, the reference pipeline's CIFAR
+  normalisation computed on your data), fixed ``(mean, std)`` tuples, or ``"symmetric"`` (2x − 1).
+  The same map is applied to public images. ``Encryption.images`` are in those units, signed.
+* **Coefficients.** λ_i is drawn *uniformly* from the feasible set {λ ≥ 0, Σλ = 1, max λ ≤ c1
+  (and λ_0 + λ_1 ≥ c2 in cross mode)}: Dirichlet(1, …, 1) — uniform on the simplex — with whole-batch
+  rejection, vectorised. The reference draws |N(0, 1)| normalised and rejects per image in a Python
+  loop; its distribution has no stated meaning, uniform does. Requires c1 ≥ 1/k.
+* **Partners.** Inside mode: k − 1 other private images, never the image itself and never twice in
+  one mix. Cross mode: one other private image and k − 2 public images drawn from the whole pool
+  on every call (the reference only ever used the first N public images).
+* **Mask.** A fresh ±1 pixel-wise mask per encryption, from ``os.urandom`` bits (a cryptographic
+  source) by default; ``seed=`` makes masks, coefficients and partners reproducible (for tests), and
+  the result says so (``Encryption.reproducible``). Mixup is the same with no mask.
+* **Labels.** Σ_j λ_ij · onehot(y of private slot j): in cross mode only the private part (its sum is
+  λ_0 + λ_1 < 1), as the paper trains "to learn only the (mixed) label of D_private images".
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..checks import as_tensor, check_finite, check_images, check_positive_int, check_scalar
+from ..errors import ParameterError, ShapeError, UnknownOptionError
+from ..results import Result
+
+MODES = ("inside", "cross")
+
+
+@dataclass(frozen=True)
+class InstaHideKey(Result):
+    """The owner's one-time key: partner indices (``N×k``; column 0 is the image itself; public slots
+    index the public pool), which slots are public, the coefficients and the ±1 mask (``None`` for Mixup)."""
+
+    partners: torch.Tensor
+    public: torch.Tensor
+    coefficients: torch.Tensor
+    mask: torch.Tensor | None
+    _skip_in_dict = ("partners", "public", "coefficients", "mask")
+
+
+@dataclass(frozen=True)
+class Encryption(Result):
+    images: torch.Tensor           # N×C×H×W, normalised units, signed
+    labels: torch.Tensor           # N×classes soft labels
+    key: InstaHideKey | None
+    k: int
+    mode: str
+    masked: bool
+    reproducible: bool             # True when made from a seed (not a cryptographic source)
+    normalization: tuple
+    _skip_in_dict = ("images", "labels", "key")
+
+
+def _generator(seed: int | None) -> torch.Generator:
+    g = torch.Generator()
+    g.manual_seed(int(seed) if seed is not None else secrets.randbits(63))
+    return g
+
+
+def sample_coefficients(n: int, k: int, c1: float, c2: float | None = None, generator: torch.Generator | None = None,
+                        max_rounds: int = 10000, own_floor: float | None = None) -> torch.Tensor:
+    """``n×k`` rows uniform on {λ ≥ 0, Σλ = 1, max λ ≤ c1, (λ_0 + λ_1 ≥ c2), (λ_0 ≥ own_floor)}
+    (Dirichlet(1) + rejection)."""
+    out, have = [], 0
+    for _ in range(max_rounds):
+        e = -torch.log(torch.rand(max(2 * (n - have), 64), k, generator=generator, dtype=torch.float64).clamp_min(1e-300))
+        lam = e / e.sum(1, keepdim=True)
+        ok = lam.max(1).values <= c1
+        if c2 is not None:
+            ok &= lam[:, :2].sum(1) >= c2
+        if own_floor is not None:
+            ok &= lam[:, 0] >= own_floor
+        out.append(lam[ok])
+        have += int(ok.sum())
+        if have >= n:
+            return torch.cat(out)[:n].to(torch.float32)
+    raise ParameterError(f"could not draw coefficients with k={k}, c1={c1}, c2={c2}: the feasible set is too small.")
+
+
+def _distinct_rows(n: int, k: int, pool: int, exclude: torch.Tensor | None, g: torch.Generator) -> torch.Tensor:
+    """``n×k`` indices in [0, pool), distinct within each row and ≠ ``exclude[row]`` (vectorised redraws)."""
+    avail = pool - (1 if exclude is not None else 0)
+    if k > avail:
+        raise ParameterError(f"need {k} distinct partners per image but only {avail} are available; "
+                             "use a smaller k or more images.")
+    idx = torch.empty(n, k, dtype=torch.long)
+    todo = torch.arange(n)
+    while todo.numel():
+        draw = torch.randint(avail, (todo.numel(), k), generator=g)
+        if exclude is not None:
+            draw = draw + (draw >= exclude[todo, None]).long()  # skip the image itself
+        idx[todo] = draw
+        s = draw.sort(1).values
+        dup = (s[:, 1:] == s[:, :-1]).any(1) if k > 1 else torch.zeros(todo.numel(), dtype=torch.bool)
+        todo = todo[dup]
+    return idx
+
+
+def _mask_bits(shape, generator: torch.Generator | None) -> torch.Tensor:
+    n = int(np.prod(shape))
+    if generator is None:  # cryptographic: os.urandom bits
+        bits = np.unpackbits(np.frombuffer(os.urandom((n + 7) // 8), dtype=np.uint8))[:n]
+        b = torch.from_numpy(bits.astype(np.int8))
+    else:
+        b = torch.randint(0, 2, (n,), generator=generator, dtype=torch.int8)
+    return (2 * b - 1).reshape(shape)
+
+
+class InstaHide:
+    """``InstaHide(k, c1, c2, mode, public).encrypt(images, labels, seed=None)``; see the module docstring."""
+
+    masked = True
+
+    def __init__(self, k: int = 4, c1: float = 0.65, c2: float = 0.3, mode: str = "inside", public=None,
+                 num_classes: int | None = None, normalize="dataset"):
+        self.k = check_positive_int(k, "k")
+        self.c1 = check_scalar(c1, "c1 (largest coefficient)", low=0.0, high=1.0, low_open=True)
+        if self.c1 < 1.0 / self.k - 1e-12:
+            raise ParameterError(f"c1={c1} is below 1/k={1 / self.k:.3g}: no coefficients sum to 1; raise c1 "
+                                 f"to at least 1/k (k=1 needs c1=1).")
+        self.c2 = check_scalar(c2, "c2 (private coefficients' floor)", low=0.0, high=1.0)
+        if mode not in MODES:
+            raise UnknownOptionError(f"mode must be one of {MODES}, got {mode!r}.")
+        self.mode = mode
+        if mode == "cross":
+            if self.k < 2:
+                raise ParameterError("cross mode mixes 2 private images with k − 2 public ones: k must be ≥ 2.")
+            if self.c2 > 2 * self.c1 + 1e-12:
+                raise ParameterError(f"c2={c2} > 2·c1={2 * self.c1}: two private coefficients cannot reach it.")
+            if self.k > 2 and public is None:
+                raise ParameterError("cross mode needs a public pool (images or a PatchStore): public=…")
+        self.public = public
+        self.num_classes = num_classes
+        self.normalize = normalize
+
+    # --- normalisation -------------------------------------------------------------------------
+    def _stats(self, images: torch.Tensor) -> tuple[tuple, tuple]:
+        if self.normalize == "dataset":
+            mean = images.mean((0, 2, 3))
+            std = images.std((0, 2, 3)).clamp_min(1e-3)
+            return tuple(mean.tolist()), tuple(std.tolist())
+        if self.normalize == "symmetric":
+            c = images.shape[1]
+            return (0.5,) * c, (0.5,) * c
+        if isinstance(self.normalize, (tuple, list)) and len(self.normalize) == 2:
+            return tuple(self.normalize[0]), tuple(self.normalize[1])
+        raise UnknownOptionError("normalize must be 'dataset', 'symmetric' or a (mean, std) pair of tuples.")
+
+    @staticmethod
+    def _apply(x: torch.Tensor, stats) -> torch.Tensor:
+        mean = torch.tensor(stats[0], dtype=x.dtype).reshape(1, -1, 1, 1)
+        std = torch.tensor(stats[1], dtype=x.dtype).reshape(1, -1, 1, 1)
+        return (x - mean) / std
+
+    # --- encryption ----------------------------------------------------------------------------
+    def _public_images(self, idx: torch.Tensor, shape) -> torch.Tensor:
+        pub = self.public
+        imgs = pub.get(idx) if hasattr(pub, "get") else pub[idx]
+        imgs = torch.as_tensor(imgs, dtype=torch.float32)
+        if tuple(imgs.shape[1:]) != tuple(shape):
+            raise ShapeError(f"public images have shape {tuple(imgs.shape[1:])}, private ones {tuple(shape)}.")
+        return imgs
+
+    def encrypt(self, images, labels=None, seed: int | None = None, stats=None, chunk: int = 4096,
+                own_floor: float | None = None) -> Encryption:
+        """Encrypt ``images`` (``N×C×H×W`` in [0, 1]); ``own_floor`` bounds the image's own coefficient
+        from below (test-time encryption). ``stats`` fixes the normalisation (else from ``images``)."""
+        x = check_images(check_finite(as_tensor(images, "images", dtype=torch.float32), "images"), "images")
+        n = x.shape[0]
+        if self.mode == "inside" and self.k > n:
+            raise ParameterError(f"k={self.k} needs at least {self.k} private images, got {n}.")
+        g = _generator(seed)
+        stats = stats or self._stats(x)
+        c2 = self.c2 if self.mode == "cross" else None
+        lam = sample_coefficients(n, self.k, self.c1, c2, g, own_floor=own_floor)
+        own = torch.arange(n)
+        public = torch.zeros(n, self.k, dtype=torch.bool)
+        if self.mode == "inside":
+            partners = torch.cat([own[:, None], _distinct_rows(n, self.k - 1, n, own, g)], 1)
+        else:
+            other = _distinct_rows(n, 1, n, own, g)
+            n_pub = len(self.public) if self.k > 2 else 0
+            pub = _distinct_rows(n, self.k - 2, n_pub, None, g) if self.k > 2 else torch.empty(n, 0, dtype=torch.long)
+            partners = torch.cat([own[:, None], other, pub], 1)
+            public[:, 2:] = True
+        xn = self._apply(x, stats)
+        mixed = torch.empty_like(xn)
+        for rows in torch.arange(n).split(chunk):
+            acc = torch.zeros_like(xn[rows])
+            for j in range(self.k):
+                idx = partners[rows, j]
+                if public[0, j]:
+                    src = self._apply(self._public_images(idx, x.shape[1:]), stats)
+                else:
+                    src = xn[idx]
+                acc += lam[rows, j].reshape(-1, 1, 1, 1) * src
+            mixed[rows] = acc
+        mask = _mask_bits(tuple(x.shape), None if seed is None else g) if self.masked else None
+        out = mixed * mask if mask is not None else mixed
+        soft = self._soft_labels(labels, partners, public, lam, n)
+        key = InstaHideKey(partners, public, lam, mask)
+        return Encryption(out, soft, key, self.k, self.mode, self.masked, seed is not None, stats)
+
+    def _soft_labels(self, labels, partners, public, lam, n) -> torch.Tensor:
+        if labels is None:
+            return torch.zeros(n, 0)
+        y = torch.as_tensor(labels).long().reshape(-1)
+        if y.shape[0] != n:
+            raise ShapeError(f"{n} images but {y.shape[0]} labels.")
+        classes = self.num_classes or int(y.max()) + 1
+        soft = torch.zeros(n, classes)
+        for j in range(self.k):
+            if not public[0, j]:
+                soft += lam[:, j:j + 1] * torch.nn.functional.one_hot(y[partners[:, j]], classes).float()
+        return soft
+
+    def decrypt(self, enc: Encryption) -> torch.Tensor:
+        """The owner's inverse of the mask: the mixed image Σ λ_j z_j (normalised units)."""
+        if enc.key is None:
+            raise ParameterError("this encryption carries no key.")
+        return enc.images * enc.key.mask if enc.key.mask is not None else enc.images.clone()
+
+    def remix(self, images, key: InstaHideKey, stats) -> torch.Tensor:
+        """Recompute Σ λ_j z_j from the originals and a key (what ``decrypt`` must return)."""
+        x = self._apply(torch.as_tensor(images, dtype=torch.float32), stats)
+        out = torch.zeros_like(x)
+        for j in range(key.partners.shape[1]):
+            if key.public[0, j]:
+                src = self._apply(self._public_images(key.partners[:, j], x.shape[1:]), stats)
+            else:
+                src = x[key.partners[:, j]]
+            out += key.coefficients[:, j].reshape(-1, 1, 1, 1) * src
+        return out
+
+
+class Mixup(InstaHide):
+    """Mixup with the same API: k-way mixing (inside the private set), no mask; c1 = 1 (no cap) by default."""
+
+    masked = False
+
+    def __init__(self, k: int = 2, c1: float = 1.0, num_classes: int | None = None, normalize="dataset"):
+        super().__init__(k=k, c1=c1, c2=0.0, mode="inside", num_classes=num_classes, normalize=normalize)
