@@ -6,6 +6,7 @@
     reconguard bound --data D --encoder E print every MSE bound for one encoder, write JSON
     reconguard score train|check          fit a denoising score model / check a score's S (Figure 7)
     reconguard train-encoder              train a split encoder jointly with its downstream model
+    reconguard instahide prepare-public|train   InstaHide's public patch pool; train with InstaHide / baselines
 """
 
 from __future__ import annotations
@@ -182,6 +183,37 @@ def _cmd_train_encoder(args) -> int:
     return 0
 
 
+def _cmd_prepare_public(args) -> int:
+    from .data import prepare_public
+
+    store = prepare_public(args.out, args.folder, size=args.size, channels=args.channels, crop=args.crop,
+                           patches_per_image=args.per_image, min_keypoints=args.min_keypoints, seed=args.seed,
+                           progress=not args.quiet)
+    print(f"{len(store)} patches of shape {store.shape} with > {args.min_keypoints} SIFT keypoints → {store.folder}")
+    return 0
+
+
+def _cmd_instahide_train(args) -> int:
+    from .experiments.instahide import public_pool, run_accuracy
+    from .io import write_json_atomic
+    from .report.accuracy import accuracy_summary
+    from .experiments.instahide import AccuracyResult
+
+    data = _labelled_data(args.data, args.size, args.root)
+    spec = {"method": args.method, "k": args.k, "mode": args.mode}
+    rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
+                                         public=public_pool(args.public, data.shape) if args.mode == "cross" else None,
+                                         dp={"target_epsilon": args.epsilon}, seed=args.seed,
+                                         device=_device(args.device))
+    result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", vars(args) | {"func": None},
+                            rows, rows[0].seconds, data.name, n_train, n_test)
+    out = Path(args.out or f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}.json")
+    write_json_atomic(out, result)
+    print(accuracy_summary(result))
+    print(f"  JSON: {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import PRESETS
 
@@ -266,6 +298,31 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--lr", type=float, default=1e-3)
     sp.add_argument("--batch-size", type=int, default=128)
     sp.set_defaults(func=_cmd_train_encoder)
+
+    ih = sub.add_parser("instahide", help="InstaHide: public patch pool, training with InstaHide or a baseline")
+    isub = ih.add_subparsers(dest="instahide_command", required=True)
+    sp = isub.add_parser("prepare-public", help="cut SIFT-filtered patches from a folder of public images")
+    sp.add_argument("folder", nargs="?", help="folder of images (default: scikit-image's shipped samples)")
+    sp.add_argument("--out", required=True, help="folder for patches.npy + meta.json")
+    sp.add_argument("--size", type=int, default=32, help="patch side after resizing (= the private images')")
+    sp.add_argument("--channels", type=int, choices=[1, 3], default=3)
+    sp.add_argument("--crop", type=int, default=96, help="side of the crop SIFT keypoints are counted on")
+    sp.add_argument("--per-image", type=int, default=200, help="random crops tried per image")
+    sp.add_argument("--min-keypoints", type=int, default=40)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_prepare_public)
+    sp = isub.add_parser("train", help="train a classifier with InstaHide (or a baseline) and report test accuracy")
+    add_data_opts(sp)
+    sp.add_argument("--method", choices=["instahide", "mixup", "vanilla", "dpsgd"], default="instahide")
+    sp.add_argument("--k", type=int, default=4)
+    sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
+    sp.add_argument("--public", default="samples", help="cross mode: a prepare-public folder, or 'samples'")
+    sp.add_argument("--epochs", type=int, default=40)
+    sp.add_argument("--T", type=int, default=10, help="encryptions averaged at inference")
+    sp.add_argument("--own-floor", type=float, default=0.5, help="test-time floor on the image's own coefficient")
+    sp.add_argument("--epsilon", type=float, default=8.0, help="DP-SGD target ε")
+    sp.set_defaults(func=_cmd_instahide_train)
     return p
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checks import as_tensor, check_finite, check_images, check_positive_int, check_scalar
+from ..checks import as_tensor, check_images, check_positive_int, check_scalar
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
 
@@ -174,11 +174,14 @@ class InstaHide:
             raise ShapeError(f"public images have shape {tuple(imgs.shape[1:])}, private ones {tuple(shape)}.")
         return imgs
 
-    def encrypt(self, images, labels=None, seed: int | None = None, stats=None, chunk: int = 4096,
+    def encrypt(self, images, labels=None, seed: int | None = None, stats=None, chunk: int = 256,
                 own_floor: float | None = None) -> Encryption:
         """Encrypt ``images`` (``N×C×H×W`` in [0, 1]); ``own_floor`` bounds the image's own coefficient
-        from below (test-time encryption). ``stats`` fixes the normalisation (else from ``images``)."""
-        x = check_images(check_finite(as_tensor(images, "images", dtype=torch.float32), "images"), "images")
+        from below (test-time encryption). ``stats`` fixes the normalisation (else from ``images``).
+
+        Rows are processed in cache-sized chunks: mix the raw images, normalise once (Σλ = 1, so
+        normalising after mixing equals mixing normalised images), then apply the chunk's mask."""
+        x = check_images(as_tensor(images, "images", dtype=torch.float32), "images")
         n = x.shape[0]
         if self.mode == "inside" and self.k > n:
             raise ParameterError(f"k={self.k} needs at least {self.k} private images, got {n}.")
@@ -196,20 +199,24 @@ class InstaHide:
             pub = _distinct_rows(n, self.k - 2, n_pub, None, g) if self.k > 2 else torch.empty(n, 0, dtype=torch.long)
             partners = torch.cat([own[:, None], other, pub], 1)
             public[:, 2:] = True
-        xn = self._apply(x, stats)
-        mixed = torch.empty_like(xn)
+        mean = torch.tensor(stats[0], dtype=torch.float32).reshape(1, -1, 1, 1)
+        inv_std = 1.0 / torch.tensor(stats[1], dtype=torch.float32).reshape(1, -1, 1, 1)
+        out = torch.empty_like(x)
+        mask = torch.empty(x.shape, dtype=torch.int8) if self.masked else None
+        mask_gen = None if seed is None else g
+        lam4 = lam.reshape(n, self.k, 1, 1, 1)
         for rows in torch.arange(n).split(chunk):
-            acc = torch.zeros_like(xn[rows])
-            for j in range(self.k):
+            acc = x[rows] * lam4[rows, 0]
+            for j in range(1, self.k):
                 idx = partners[rows, j]
-                if public[0, j]:
-                    src = self._apply(self._public_images(idx, x.shape[1:]), stats)
-                else:
-                    src = xn[idx]
-                acc += lam[rows, j].reshape(-1, 1, 1, 1) * src
-            mixed[rows] = acc
-        mask = _mask_bits(tuple(x.shape), None if seed is None else g) if self.masked else None
-        out = mixed * mask if mask is not None else mixed
+                src = self._public_images(idx, x.shape[1:]) if public[0, j] else x[idx]
+                acc.addcmul_(src, lam4[rows, j])
+            acc.sub_(mean).mul_(inv_std)
+            if mask is not None:
+                bits = _mask_bits((rows.numel(), *x.shape[1:]), mask_gen)
+                mask[rows] = bits
+                acc.mul_(bits)
+            out[rows] = acc
         soft = self._soft_labels(labels, partners, public, lam, n)
         key = InstaHideKey(partners, public, lam, mask)
         return Encryption(out, soft, key, self.k, self.mode, self.masked, seed is not None, stats)

@@ -22,9 +22,14 @@ from .sweep import ATTACKS, SweepResult, expand_encoders, run_sweep
 PRESETS = ("smoke", "cpu", "paper")
 PLOTS = ("axis", "scatter", "k", "tau")
 _TOP_KEYS = {"name", "title", "kind", "params", "presets"}
-_PARAM_KEYS = {"datasets", "size", "encoders", "sigmas", "attacks", "ks", "taus", "n_attack", "score_samples",
-               "seed", "score", "plot", "map_steps", "decoder_epochs", "decoder_width", "decoder_train",
-               "train_epochs", "n_examples", "lpips"}
+_PARAM_KEYS = {
+    "sweep": {"datasets", "size", "encoders", "sigmas", "attacks", "ks", "taus", "n_attack", "score_samples",
+              "seed", "score", "plot", "map_steps", "decoder_epochs", "decoder_width", "decoder_train",
+              "train_epochs", "n_examples", "lpips"},
+    "instahide-accuracy": {"dataset", "size", "root", "methods", "epochs", "T", "own_floor", "public", "dp", "lr",
+                           "seed", "n"},
+}
+KINDS = tuple(_PARAM_KEYS)
 
 
 def list_recipes() -> list[str]:
@@ -54,21 +59,26 @@ def load_recipe(name_or_path: str | Path) -> dict:
     unknown = set(recipe) - _TOP_KEYS
     if unknown:
         raise UnknownOptionError(f"recipe {source}: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}.")
-    if recipe.get("kind") != "sweep":
-        raise UnknownOptionError(f"recipe {source}: kind {recipe.get('kind')!r} is not known; known: ['sweep'].")
+    if recipe.get("kind") not in KINDS:
+        raise UnknownOptionError(f"recipe {source}: kind {recipe.get('kind')!r} is not known; known: {list(KINDS)}.")
     for preset, over in (recipe.get("presets") or {}).items():
         if preset not in PRESETS:
             raise UnknownOptionError(f"recipe {source}: preset {preset!r} is not one of {PRESETS}.")
-        _check_params({**(recipe.get("params") or {}), **(over or {})}, source)
+        _check_params({**(recipe.get("params") or {}), **(over or {})}, source, recipe["kind"])
     recipe.setdefault("name", Path(str(name_or_path)).stem)
     recipe.setdefault("title", recipe["name"])
     return recipe
 
 
-def _check_params(params: dict, source: str) -> None:
-    unknown = set(params) - _PARAM_KEYS
+def _check_params(params: dict, source: str, kind: str = "sweep") -> None:
+    unknown = set(params) - _PARAM_KEYS[kind]
     if unknown:
-        raise UnknownOptionError(f"recipe {source}: unknown parameters {sorted(unknown)}; allowed: {sorted(_PARAM_KEYS)}.")
+        raise UnknownOptionError(f"recipe {source}: unknown parameters {sorted(unknown)}; "
+                                 f"allowed: {sorted(_PARAM_KEYS[kind])}.")
+    if kind == "instahide-accuracy":
+        from .instahide import expand_methods
+        expand_methods(params.get("methods") or [])
+        return
     for name, cfg in (params.get("datasets") or {}).items():
         if name not in DATASET_KEYS:
             raise UnknownOptionError(f"recipe {source}: unknown dataset {name!r}; known: {sorted(DATASET_KEYS)}.")
@@ -88,7 +98,7 @@ def recipe_params(recipe: dict, preset: str = "cpu", overrides: dict | None = No
         raise UnknownOptionError(f"recipe {recipe['name']!r} has no preset {preset!r}; "
                                  f"it has {sorted(recipe.get('presets') or {})}.")
     params = {**(recipe.get("params") or {}), **(recipe["presets"][preset] or {}), **(overrides or {})}
-    _check_params(params, recipe["name"])
+    _check_params(params, recipe["name"], recipe["kind"])
     return params
 
 
@@ -97,6 +107,8 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     """Run a recipe at a preset and return its result (nothing is written; see ``reconguard.report``)."""
     recipe = load_recipe(name_or_path)
     p = recipe_params(recipe, preset, overrides)
+    if recipe["kind"] == "instahide-accuracy":
+        return _run_accuracy(recipe, preset, p, progress, device)
     datasets = p.get("datasets") or {"gaussian": {}}
     encoders = expand_encoders(p.get("encoders") or [])
     if not encoders:
@@ -129,3 +141,30 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
             bar.close()
     return SweepResult(recipe["name"], preset, recipe["title"], p, points, time.perf_counter() - start, examples,
                        extras)
+
+
+def _run_accuracy(recipe: dict, preset: str, p: dict, progress: bool, device):
+    from .instahide import AccuracyResult, expand_methods, public_pool, run_accuracy
+    from .priors import make_prior
+
+    name = p.get("dataset", "digits")
+    cfg = {"root": p["root"]} if "root" in p else {}
+    if "n" in p:
+        cfg["n"] = int(p["n"])
+    _, _, data = make_prior(name, int(p.get("size", 8)), **cfg)
+    methods = expand_methods(p.get("methods") or [])
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(methods), desc=recipe["name"], unit="model")
+    start = time.perf_counter()
+    try:
+        rows, n_train, n_test = run_accuracy(data, methods, epochs=int(p.get("epochs", 20)), T=int(p.get("T", 10)),
+                                             own_floor=p.get("own_floor"), public=public_pool(p.get("public"), data.shape),
+                                             dp=p.get("dp"), lr=float(p.get("lr", 1e-3)), seed=int(p.get("seed", 0)),
+                                             device=device, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return AccuracyResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, data.name,
+                          n_train, n_test)

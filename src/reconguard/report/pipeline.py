@@ -13,6 +13,14 @@ from .plots import plot_reconstructions, plot_rtc, plot_scatter, plot_score_qual
 def write_report(result, out_dir: str | Path) -> Path:
     """Write ``result`` into ``out_dir`` (replaced whole on success; untouched on failure)."""
     out_dir = Path(out_dir)
+    if not hasattr(result, "points"):  # an accuracy experiment
+        from .accuracy import plot_accuracy, render_accuracy_html
+
+        with atomic_directory(out_dir) as tmp:
+            write_json_atomic(tmp / "results.json", result)
+            figures = [("Test accuracy against k", plot_accuracy(result, tmp / "accuracy.png").name)]
+            write_text_atomic(tmp / "report.html", render_accuracy_html(result, figures))
+        return out_dir
     kind = result.settings.get("plot", "axis")
     with atomic_directory(out_dir) as tmp:
         write_json_atomic(tmp / "results.json", result)

@@ -1,0 +1,138 @@
+"""Test accuracy with InstaHide, against vanilla training, Mixup and DP-SGD (InstaHide paper, section
+5.1–5.2: Figure 3 and Table 2 — accuracy against k, inside vs cross dataset, vs the baselines).
+
+Each method trains the same classifier with ``reconguard.train.fit`` on the same split; InstaHide and
+Mixup report plain inference and encrypted inference averaged over T = 1 and T encryptions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import TensorDataset
+
+from ..data import ImageDataset, PatchStore, prepare_public
+from ..defenses import DPSGD, InstaHideTraining, accuracy, predict_encrypted, predict_plain
+from ..encoders import InstaHide, Mixup
+from ..errors import ParameterError, UnknownOptionError
+from ..nn import mnist_cnn, seeded
+from ..results import Result
+from ..train import fit
+
+METHODS = ("vanilla", "mixup", "instahide", "dpsgd")
+
+
+@dataclass(frozen=True)
+class AccuracyRow(Result):
+    method: str
+    k: int
+    mode: str
+    acc_plain: float
+    acc_T1: float | None
+    acc_T: float | None
+    T: int
+    epsilon: float | None
+    epochs: int
+    seconds: float
+
+    @property
+    def label(self) -> str:
+        if self.method in ("vanilla", "dpsgd"):
+            return self.method if self.epsilon is None else f"{self.method} (ε={self.epsilon:.2g})"
+        return f"{self.method} {self.mode} k={self.k}" if self.method == "instahide" else f"mixup k={self.k}"
+
+
+@dataclass(frozen=True)
+class AccuracyResult(Result):
+    recipe: str
+    preset: str
+    title: str
+    settings: dict
+    rows: list = field(default_factory=list)
+    elapsed_s: float = 0.0
+    dataset: str = ""
+    n_train: int = 0
+    n_test: int = 0
+
+
+def expand_methods(specs: list[dict]) -> list[dict]:
+    out = []
+    for spec in specs:
+        method = spec.get("method")
+        if method not in METHODS:
+            raise UnknownOptionError(f"method {method!r} is not one of {METHODS}.")
+        unknown = set(spec) - {"method", "k", "mode"}
+        if unknown:
+            raise UnknownOptionError(f"method spec has unknown keys {sorted(unknown)}; allowed: method, k, mode.")
+        ks = spec.get("k", [1])
+        modes = spec.get("mode", ["inside"])
+        for k in (ks if isinstance(ks, list) else [ks]):
+            for mode in (modes if isinstance(modes, list) else [modes]):
+                out.append({"method": method, "k": int(k), "mode": mode})
+    return out
+
+
+def _split(data: ImageDataset, seed: int, test_fraction: float = 0.2):
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    n_test = int(len(data) * test_fraction)
+    test, rest = data.subset(perm[:n_test]), data.subset(perm[n_test:])
+    n_val = max(1, int(0.1 * len(rest)))
+    return rest.subset(torch.arange(n_val, len(rest))), rest.subset(torch.arange(n_val)), test
+
+
+def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T: int = 10,
+                 own_floor: float | None = None, public=None, dp: dict | None = None, lr: float = 1e-3,
+                 seed: int = 0, device=None, progress=None) -> tuple[list[AccuracyRow], int, int]:
+    train, val, test = _split(data, seed)
+    stats = InstaHide()._stats(train.images)
+    norm = lambda d: TensorDataset(InstaHide._apply(d.images, stats), d.labels)  # noqa: E731
+    rows = []
+    for spec in methods:
+        method, k, mode = spec["method"], spec["k"], spec["mode"]
+        with seeded(seed):
+            model = mnist_cnn(data.shape, int(data.labels.max()) + 1)
+        start = time.perf_counter()
+        acc_t1 = acc_t = eps = None
+        if method in ("vanilla", "dpsgd"):
+            defense = DPSGD(epochs=epochs, seed=seed, **(dp or {})) if method == "dpsgd" else None
+            res = fit(model, norm(train), norm(val), epochs=epochs, lr=lr, seed=seed, device=device, progress=False,
+                      defense=defense)
+            if method == "dpsgd":
+                eps = res.history[-1].get("epsilon")
+        else:
+            if method == "mixup":
+                scheme = Mixup(k, num_classes=int(data.labels.max()) + 1)
+            else:
+                if mode == "cross" and k > 2 and public is None:
+                    raise ParameterError("cross-dataset InstaHide needs a public pool (params.public).")
+                scheme = InstaHide(k, c1=max(0.65, 1.0 / k), mode=mode, public=public,
+                                   num_classes=int(data.labels.max()) + 1)
+            defense = InstaHideTraining(scheme, seed=None)
+            defense.stats = stats
+            fit(model, train, val, epochs=epochs, lr=lr, seed=seed, device=device, progress=False, defense=defense)
+            acc_t1 = accuracy(predict_encrypted(model, scheme, test.images, stats, T=1, own_floor=own_floor,
+                                                seed=seed), test.labels)
+            acc_t = accuracy(predict_encrypted(model, scheme, test.images, stats, T=T, own_floor=own_floor,
+                                               seed=seed), test.labels)
+        acc_plain = accuracy(predict_plain(model, test.images, stats), test.labels)
+        rows.append(AccuracyRow(method, k, mode, acc_plain, acc_t1, acc_t, T, eps, epochs,
+                                time.perf_counter() - start))
+        if progress is not None:
+            progress.update(1)
+    return rows, len(train), len(test)
+
+
+def public_pool(spec, shape) -> PatchStore | None:
+    """``None``, a PatchStore folder, or ``"samples"``: patches cut from scikit-image's samples (cached in runs/)."""
+    if spec in (None, False):
+        return None
+    c, h, _ = shape
+    if spec == "samples":
+        from pathlib import Path
+        folder = Path("runs") / "public" / f"samples-{c}x{h}"
+        if (folder / "patches.npy").is_file():
+            return PatchStore(folder)
+        return prepare_public(folder, size=h, channels=c)
+    return PatchStore(spec)
