@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/fisher.py
+	$(PY) benchmarks/instahide.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

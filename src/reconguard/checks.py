@@ -35,7 +35,9 @@ def as_tensor(x: Any, name: str, dtype: torch.dtype | None = None) -> torch.Tens
 
 def check_finite(t: torch.Tensor, name: str) -> torch.Tensor:
     """Raise NonFiniteError naming how many NaN / Inf entries ``t`` holds."""
-    if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+    # one cheap reduction first: the sum is non-finite whenever an entry is (a finite overflow only
+    # costs the exact check below)
+    if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all()):
         n_nan = int(torch.isnan(t).sum())
         n_inf = int(torch.isinf(t).sum())
         raise NonFiniteError(
@@ -69,7 +71,7 @@ def check_images(x: torch.Tensor, name: str = "images", tol: float = 1e-6) -> to
     if x.ndim != 4:
         raise ShapeError(f"{name} must be N×C×H×W, got shape {tuple(x.shape)}.")
     check_finite(x, name)
-    lo, hi = float(x.min()), float(x.max())
+    lo, hi = (float(v) for v in torch.aminmax(x)) if x.numel() else (0.0, 0.0)
     if lo < -tol or hi > 1 + tol:
         hint = " (uint8 0..255? divide by 255)" if hi > 1.5 else ""
         raise PixelRangeError(f"{name} must lie in [0, 1]; found range [{lo:.3g}, {hi:.3g}]{hint}.")

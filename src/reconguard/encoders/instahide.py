@@ -39,16 +39,29 @@ from ..results import Result
 MODES = ("inside", "cross")
 
 
+_SIGNS = torch.tensor(  # byte → its 8 bits as ±1 floats (most significant bit first, as numpy.unpackbits)
+    [[1.0 if (b >> (7 - i)) & 1 else -1.0 for i in range(8)] for b in range(256)], dtype=torch.float32)
+
+
 @dataclass(frozen=True)
 class InstaHideKey(Result):
     """The owner's one-time key: partner indices (``N×k``; column 0 is the image itself; public slots
-    index the public pool), which slots are public, the coefficients and the ±1 mask (``None`` for Mixup)."""
+    index the public pool), which slots are public, the coefficients and the ±1 mask (``None`` for Mixup;
+    kept as packed bits, expanded on access)."""
 
     partners: torch.Tensor
     public: torch.Tensor
     coefficients: torch.Tensor
-    mask: torch.Tensor | None
-    _skip_in_dict = ("partners", "public", "coefficients", "mask")
+    packed_mask: torch.Tensor | None = None  # uint8, one bit per pixel (1 → +1)
+    shape: tuple = ()
+    _skip_in_dict = ("partners", "public", "coefficients", "packed_mask")
+
+    @property
+    def mask(self) -> torch.Tensor | None:
+        if self.packed_mask is None:
+            return None
+        n = int(np.prod(self.shape))
+        return _SIGNS[self.packed_mask.long()].reshape(-1)[:n].to(torch.int8).reshape(self.shape)
 
 
 @dataclass(frozen=True)
@@ -109,14 +122,11 @@ def _distinct_rows(n: int, k: int, pool: int, exclude: torch.Tensor | None, g: t
     return idx
 
 
-def _mask_bits(shape, generator: torch.Generator | None) -> torch.Tensor:
-    n = int(np.prod(shape))
-    if generator is None:  # cryptographic: os.urandom bits
-        bits = np.unpackbits(np.frombuffer(os.urandom((n + 7) // 8), dtype=np.uint8))[:n]
-        b = torch.from_numpy(bits.astype(np.int8))
-    else:
-        b = torch.randint(0, 2, (n,), generator=generator, dtype=torch.int8)
-    return (2 * b - 1).reshape(shape)
+def _mask_bytes(nbytes: int, generator: torch.Generator | None) -> torch.Tensor:
+    """Random bytes: from ``os.urandom`` (cryptographic) or, for a seeded run, the generator."""
+    if generator is None:
+        return torch.frombuffer(bytearray(os.urandom(nbytes)), dtype=torch.uint8)
+    return torch.randint(0, 256, (nbytes,), generator=generator, dtype=torch.uint8)
 
 
 class InstaHide:
@@ -202,23 +212,26 @@ class InstaHide:
         mean = torch.tensor(stats[0], dtype=torch.float32).reshape(1, -1, 1, 1)
         inv_std = 1.0 / torch.tensor(stats[1], dtype=torch.float32).reshape(1, -1, 1, 1)
         out = torch.empty_like(x)
-        mask = torch.empty(x.shape, dtype=torch.int8) if self.masked else None
+        d = int(np.prod(x.shape[1:]))
+        chunk = max(8, chunk - chunk % 8)  # whole bytes of mask per chunk
+        packed = torch.empty((n * d + 7) // 8, dtype=torch.uint8) if self.masked else None
         mask_gen = None if seed is None else g
         lam4 = lam.reshape(n, self.k, 1, 1, 1)
-        for rows in torch.arange(n).split(chunk):
-            acc = x[rows] * lam4[rows, 0]
+        for a in range(0, n, chunk):
+            rows = slice(a, min(a + chunk, n))
+            acc = torch.mul(x[rows], lam4[rows, 0], out=out[rows])
             for j in range(1, self.k):
                 idx = partners[rows, j]
-                src = self._public_images(idx, x.shape[1:]) if public[0, j] else x[idx]
+                src = self._public_images(idx, x.shape[1:]) if public[0, j] else x.index_select(0, idx)
                 acc.addcmul_(src, lam4[rows, j])
             acc.sub_(mean).mul_(inv_std)
-            if mask is not None:
-                bits = _mask_bits((rows.numel(), *x.shape[1:]), mask_gen)
-                mask[rows] = bits
-                acc.mul_(bits)
-            out[rows] = acc
+            if packed is not None:
+                lo, hi = a * d // 8, (a * d + acc.numel() + 7) // 8
+                byts = _mask_bytes(hi - lo, mask_gen)
+                packed[lo:hi] = byts
+                acc.mul_(_SIGNS[byts.long()].reshape(-1)[:acc.numel()].reshape(acc.shape))
         soft = self._soft_labels(labels, partners, public, lam, n)
-        key = InstaHideKey(partners, public, lam, mask)
+        key = InstaHideKey(partners, public, lam, packed, tuple(x.shape))
         return Encryption(out, soft, key, self.k, self.mode, self.masked, seed is not None, stats)
 
     def _soft_labels(self, labels, partners, public, lam, n) -> torch.Tensor:
