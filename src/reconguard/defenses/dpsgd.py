@@ -8,6 +8,8 @@ records the ε spent so far (Opacus' RDP accountant) in each epoch's history.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ParameterError
 
 
@@ -35,8 +37,9 @@ class DPSGD:
             raise ParameterError(f"this model cannot be trained with DP-SGD: {errors[0]} "
                                  "(replace BatchNorm by GroupNorm, e.g. opacus.validators.ModuleValidator.fix).")
         sample_rate = self.batch_size / len(train)
+        steps = self.epochs * math.ceil(len(train) / self.batch_size)  # what DPDataLoader will take
         self.noise_multiplier = get_noise_multiplier(target_epsilon=self.target_epsilon, target_delta=self.delta,
-                                                     sample_rate=sample_rate, epochs=self.epochs, accountant="rdp")
+                                                     sample_rate=sample_rate, steps=steps, accountant="rdp")
         self.engine = PrivacyEngine(accountant="rdp")
         self.sample_rate = sample_rate
         from opacus.optimizers import DPOptimizer
