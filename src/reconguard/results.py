@@ -52,3 +52,13 @@ class Result:
                 continue
             out[f.name] = to_jsonable(getattr(self, f.name))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class RecipeResult(Result):
+    """What every recipe run records first: which recipe, which preset, its title and its settings."""
+
+    recipe: str
+    preset: str
+    title: str
+    settings: dict

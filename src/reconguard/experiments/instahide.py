@@ -18,7 +18,7 @@ from ..defenses import DPSGD, InstaHideTraining, accuracy, predict_encrypted, pr
 from ..encoders import InstaHide, Mixup
 from ..errors import ParameterError, UnknownOptionError
 from ..nn import mnist_cnn, seeded
-from ..results import Result
+from ..results import RecipeResult, Result
 from ..train import fit
 
 METHODS = ("vanilla", "mixup", "instahide", "dpsgd")
@@ -45,11 +45,7 @@ class AccuracyRow(Result):
 
 
 @dataclass(frozen=True)
-class AccuracyResult(Result):
-    recipe: str
-    preset: str
-    title: str
-    settings: dict
+class AccuracyResult(RecipeResult):
     rows: list = field(default_factory=list)
     elapsed_s: float = 0.0
     dataset: str = ""

@@ -25,7 +25,7 @@ from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
-from ..results import Result
+from ..results import RecipeResult, Result
 from .bound import BoundRow, bound_row
 
 FAMILIES = ("linear", "skewed", "splitcnn", "resnet18")
@@ -123,11 +123,7 @@ class SweepPoint(BoundRow):
 
 
 @dataclass(frozen=True)
-class SweepResult(Result):
-    recipe: str
-    preset: str
-    title: str
-    settings: dict
+class SweepResult(RecipeResult):
     points: list = field(default_factory=list)
     elapsed_s: float = 0.0
     examples: dict = field(default_factory=dict)  # (dataset, sigma) -> {"originals", "rows": [(label, rtc, recon)]}
