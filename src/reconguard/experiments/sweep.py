@@ -25,7 +25,7 @@ from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
-from ..results import RecipeResult, Result
+from ..results import RecipeResult
 from .bound import BoundRow, bound_row
 
 FAMILIES = ("linear", "skewed", "splitcnn", "resnet18")
