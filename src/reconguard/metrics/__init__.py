@@ -2,5 +2,6 @@
 
 from .lpips import LPIPS
 from .mse import MSEEstimate, mse, per_sample_mse
+from .ssim import ssim
 
-__all__ = ["LPIPS", "mse", "per_sample_mse", "MSEEstimate"]
+__all__ = ["LPIPS", "ssim", "mse", "per_sample_mse", "MSEEstimate"]

@@ -1,0 +1,116 @@
+"""Attacks on Mixup without a mask (InstaHide paper, sections 2.1–2.2, appendix B).
+
+* ``PairAttack``: two Mixup images that share a private image have a larger inner product (after
+  centring) than two that do not (section 2.1, B.1); ``run`` scores every pair and, given the truth,
+  reports the ROC AUC of that score.
+* ``uncover_public(mixed, public_pool, k)`` / ``PublicUncoverAttack``: a private image mixed with k − 1
+  public images (section 2.2, B.2). Each public image is scored by its inner product with the mixed
+  image (O(N·k) per image, pool-centred, normalised by the public image's norm) — greedily, as
+  orthogonal matching pursuit: k − 1 rounds of "take the best match to what is still unexplained,
+  refit all chosen coefficients by least squares" — then the public part is subtracted and the
+  remainder rescaled by 1 − Σλ to estimate the private image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ...checks import as_samples
+from ...errors import ParameterError, ShapeError
+from ...results import Result
+
+
+def _flat(x, name):
+    x = as_samples(x, name).to(torch.float64)
+    return x.reshape(x.shape[0], -1)
+
+
+def uncover_public(mixed, public_pool, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(indices N×(k−1), coefficients N×(k−1))`` of the public images found in each mixed image."""
+    m, pool = _flat(mixed, "mixed"), _flat(public_pool, "public_pool")
+    if m.shape[1] != pool.shape[1]:
+        raise ShapeError(f"mixed images have d={m.shape[1]}, public ones d={pool.shape[1]}.")
+    if not 2 <= k <= pool.shape[0] + 1:
+        raise ParameterError(f"k must be in [2, {pool.shape[0] + 1}] for a pool of {pool.shape[0]}, got {k}.")
+    centre = pool.mean(0)
+    pn = pool - centre
+    pn = pn / pn.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    n = m.shape[0]
+    chosen = torch.empty(n, 0, dtype=torch.long)
+    ones = torch.ones(n, m.shape[1], 1, dtype=m.dtype)
+    residual = m - centre
+    for _ in range(k - 1):  # orthogonal matching pursuit: best match to what is still unexplained
+        scores = residual @ pn.T
+        if chosen.numel():
+            scores.scatter_(1, chosen, -torch.inf)
+        chosen = torch.cat([chosen, scores.argmax(1, keepdim=True)], 1)
+        design = torch.cat([pool[chosen].transpose(1, 2), ones], 2)   # the constant absorbs the private mean
+        coef = torch.linalg.lstsq(design, m.unsqueeze(2)).solution
+        residual = m - (design @ coef).squeeze(2)
+        residual = residual - residual.mean(1, keepdim=True)
+    idx, coef = chosen, coef.squeeze(2)[:, :-1]
+    return idx, coef.clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class UncoverResult(Result):
+    indices: torch.Tensor
+    coefficients: torch.Tensor
+    private: torch.Tensor            # N×d estimates of the private images
+    found_all: float | None = None   # fraction of mixed images whose k − 1 public images were all found
+    ssim_mean: float | None = None
+    ssim: torch.Tensor | None = None
+    _skip_in_dict = ("indices", "coefficients", "private", "ssim")
+
+
+class PublicUncoverAttack:
+    """Recover the private image of Mixup(private, k − 1 public images); see ``uncover_public``."""
+
+    def __init__(self, public_pool, k: int):
+        self.pool, self.k = public_pool, int(k)
+
+    def run(self, mixed, true_partners=None, true_private=None, image_shape=None) -> UncoverResult:
+        m = _flat(mixed, "mixed")
+        idx, lam = uncover_public(m, self.pool, self.k)
+        pool = _flat(self.pool, "public_pool")
+        rest = (1.0 - lam.sum(1, keepdim=True)).clamp_min(0.05)
+        private = ((m - (lam.unsqueeze(2) * pool[idx]).sum(1)) / rest).clamp(0.0, 1.0)
+        found = s = sm = None
+        if true_partners is not None:
+            t = torch.as_tensor(true_partners).sort(1).values
+            found = float((idx.sort(1).values == t).all(1).float().mean())
+        if true_private is not None and image_shape is not None:
+            from ...metrics import ssim
+            s = ssim(private, _flat(true_private, "true_private"), image_shape)
+            sm = float(s.mean())
+        return UncoverResult(idx, lam, private, found, sm, s)
+
+
+@dataclass(frozen=True)
+class PairResult(Result):
+    scores: torch.Tensor             # N×N centred inner products
+    auc: float | None = None
+    _skip_in_dict = ("scores",)
+
+
+class PairAttack:
+    """Decide whether two Mixup images share a private image from their centred inner product."""
+
+    def run(self, mixed, share: torch.Tensor | None = None) -> PairResult:
+        m = _flat(mixed, "mixed")
+        m = m - m.mean(0)
+        scores = m @ m.T
+        auc = None
+        if share is not None:
+            from sklearn.metrics import roc_auc_score
+            share = torch.as_tensor(share, dtype=torch.bool)
+            if share.shape != scores.shape:
+                raise ShapeError(f"share must be {tuple(scores.shape)}, got {tuple(share.shape)}.")
+            off = ~torch.eye(scores.shape[0], dtype=torch.bool)
+            y, s = share[off].numpy(), scores[off].numpy()
+            if y.all() or not y.any():
+                raise ParameterError("share must contain both sharing and non-sharing pairs to compute an AUC.")
+            auc = float(roc_auc_score(y, s))
+        return PairResult(scores, auc)

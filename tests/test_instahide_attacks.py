@@ -1,0 +1,50 @@
+"""First attacks on Mixup (issue 5 groundwork): public-image uncovering and shared-image pairs."""
+
+import pytest
+import torch
+
+from reconguard import errors
+from reconguard.attacks.instahide import PairAttack, PublicUncoverAttack, uncover_public
+from reconguard.data import load_digits
+from reconguard.encoders import sample_coefficients
+from reconguard.metrics import ssim
+
+
+@pytest.fixture(scope="module")
+def digits28():
+    return load_digits(28)
+
+
+def test_uncover_public_with_a_random_public_pool(digits28):
+    """Section 2.2's setting: a private image mixed (no mask) with k − 1 random public images."""
+    g = torch.Generator().manual_seed(0)
+    pool = torch.rand(2000, 1, 28, 28, generator=g)
+    n, k = 200, 4
+    priv = digits28.images[:n]
+    lam = sample_coefficients(n, k, 0.65, None, g)
+    pidx = torch.stack([torch.randperm(len(pool), generator=g)[:k - 1] for _ in range(n)])
+    mixed = lam[:, 0, None, None, None] * priv + (lam[:, 1:, None, None, None] * pool[pidx]).sum(1)
+    r = PublicUncoverAttack(pool, k).run(mixed, pidx, priv, (1, 28, 28))
+    assert r.found_all >= 0.6            # measured 0.71
+    assert float((r.ssim >= 0.8).float().mean()) >= 0.85  # measured 0.92
+    with pytest.raises(errors.ShapeError):
+        uncover_public(mixed, torch.rand(10, 1, 8, 8), k)
+
+
+def test_pairs_sharing_an_image_score_higher(digits28):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.arange(40).repeat_interleave(5)           # each private image mixed 5 times
+    partners = torch.randint(100, len(digits28), (200,), generator=g)
+    lam = sample_coefficients(200, 2, 1.0, None, g)
+    mixed = lam[:, :1, None, None] * digits28.images[ids] + lam[:, 1:, None, None] * digits28.images[partners]
+    share = ids[:, None] == ids[None, :]
+    r = PairAttack().run(mixed, share)
+    assert r.auc > 0.7                                    # measured 0.78 (the issue asks ≥ 0.95: not met yet)
+    with pytest.raises(errors.ParameterError):
+        PairAttack().run(mixed, torch.ones(200, 200, dtype=torch.bool))
+
+
+def test_ssim_identity_and_range(digits28):
+    x = digits28.images[:4]
+    assert torch.allclose(ssim(x, x), torch.ones(4, dtype=torch.float64))
+    assert float(ssim(x, 1 - x).max()) < 0.5
