@@ -48,3 +48,26 @@ def test_ssim_identity_and_range(digits28):
     x = digits28.images[:4]
     assert torch.allclose(ssim(x, x), torch.ones(4, dtype=torch.float64))
     assert float(ssim(x, 1 - x).max()) < 0.5
+
+
+def test_ks_test_and_challenge_roundtrip(tmp_path, digits28):
+    from reconguard.attacks.instahide import ks_test, make_challenge, score_challenge
+    from reconguard.encoders import InstaHide
+    import numpy as np
+
+    x = digits28.images[:60]
+    ih = InstaHide(k=4)
+    encs = torch.stack([ih.encrypt(x, seed=s).images[:5] for s in range(4)], 1)  # 5 images × 4 encryptions
+    r = ks_test(encs)
+    assert 0 <= r.statistic_other <= 1 and r.n_images == 5 and r.n_encryptions == 4
+    out, truth = tmp_path / "challenge", tmp_path / "truth"
+    make_challenge(InstaHide(k=4, normalize="symmetric"), digits28.images, digits28.labels, n=10, T=3,
+                   out=out, truth=truth)
+    enc = np.load(out / "encryptions.npy")
+    assert enc.shape == (30, 1, 28, 28) and np.load(out / "labels.npy").shape == (30, 10)
+    assert not (out / "private.npy").exists()  # the truth stays apart
+    private = np.load(truth / "private.npy")
+    perfect = score_challenge(private, truth)
+    assert perfect.ssim_max == pytest.approx(1.0) and perfect.recovered_ssim_ge_05 == 1.0
+    blank = score_challenge(np.zeros_like(private), truth)
+    assert blank.ssim_mean < 0.3 and blank.l2_mean > 0.1

@@ -214,6 +214,38 @@ def _cmd_instahide_train(args) -> int:
     return 0
 
 
+def _cmd_challenge(args) -> int:
+    from .attacks.instahide import make_challenge
+    from .encoders import InstaHide
+    from .experiments.instahide import public_pool
+
+    data = _labelled_data(args.data, args.size, args.root)
+    pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
+    scheme = InstaHide(args.k, c1=max(0.65, 1 / args.k), mode=args.mode, public=pub,
+                       num_classes=int(data.labels.max()) + 1)
+    out = Path(args.out or "runs/challenge")
+    truth = Path(args.truth or f"{out}-truth")
+    make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
+    print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
+          f"ground truth → {truth}/ (keep it apart)")
+    return 0
+
+
+def _cmd_score(args) -> int:
+    import numpy as np
+
+    from .attacks.instahide import score_challenge
+    from .errors import DataFileNotFoundError
+
+    if not Path(args.recovered).is_file():
+        raise DataFileNotFoundError(f"{args.recovered} does not exist (expected an N×C×H×W .npy of recovered images).")
+    s = score_challenge(np.load(args.recovered), args.truth)
+    print(f"best-matching SSIM: max {s.ssim_max:.3f}, mean {s.ssim_mean:.3f}; mean best L2 {s.l2_mean:.4f}; "
+          f"{100 * s.recovered_ssim_ge_05:.0f}% of the {s.n_true} private images matched with SSIM ≥ 0.5 "
+          f"({s.n_recovered} recovered images)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import PRESETS
 
@@ -323,6 +355,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--own-floor", type=float, default=0.5, help="test-time floor on the image's own coefficient")
     sp.add_argument("--epsilon", type=float, default=8.0, help="DP-SGD target ε")
     sp.set_defaults(func=_cmd_instahide_train)
+    sp = isub.add_parser("challenge", help="write a challenge set: n private images × T encryptions, truth apart")
+    add_data_opts(sp)
+    sp.add_argument("--n", type=int, default=100)
+    sp.add_argument("--T", type=int, default=50)
+    sp.add_argument("--k", type=int, default=6)
+    sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
+    sp.add_argument("--public", default="samples")
+    sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
+    sp.set_defaults(func=_cmd_challenge)
+    sp = isub.add_parser("score", help="score recovered images against a challenge's ground truth")
+    sp.add_argument("--recovered", required=True, help=".npy of recovered images (N×C×H×W, [0, 1])")
+    sp.add_argument("--truth", required=True, help="the challenge's truth folder")
+    sp.set_defaults(func=_cmd_score)
     return p
 
 
