@@ -93,6 +93,9 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
                            weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones or []), gamma=gamma)
     hook = lambda name: getattr(defense, name, None) if defense is not None else None  # noqa: E731
+    if checkpoint is not None and hook("wrap_model"):
+        raise ParameterError("checkpoint/resume is not supported with a defense that wraps the model (e.g. DP-SGD): "
+                             "its privacy accountant is not saved, so a resumed run would misreport ε.")
     train_model = model
     if hook("wrap_model"):
         train_model, opt = defense.wrap_model(model, opt, train)
