@@ -40,6 +40,8 @@ def test_pairs_sharing_an_image_score_higher(digits28):
     share = ids[:, None] == ids[None, :]
     r = PairAttack().run(mixed, share)
     assert r.auc > 0.7                                    # measured 0.78 (the issue asks ≥ 0.95: not met yet)
+    whitened = PairAttack(reference=digits28.images[300:]).run(mixed, share)
+    assert whitened.auc > r.auc                           # measured 0.85
     with pytest.raises(errors.ParameterError):
         PairAttack().run(mixed, torch.ones(200, 200, dtype=torch.bool))
 
