@@ -51,8 +51,8 @@ def main():
     y = torch.randint(0, 10, (args.n,))
     rng = np.random.default_rng(0)
     scheme = InstaHide(k=args.k)
-    stats = scheme._stats(x)
-    xn = InstaHide._apply(x, stats)  # the reference normalises in its loader; both get normalised input
+    stats = scheme.channel_stats(x)
+    xn = InstaHide.normalize_images(x, stats)  # the reference normalises in its loader; both get normalised input
     scheme.encrypt(x[:256], y[:256], stats=stats)  # warm-up
     t_ref = t_ours = float("inf")
     for _ in range(args.repeats):  # interleaved, best of each: the machine's noise hits both alike

@@ -45,8 +45,8 @@ def test_training_re_encrypts_every_epoch_and_learns(split):
 def test_dpsgd_reports_opacus_epsilon(split):
     train, val, _ = split
     train = train.subset(torch.arange(400))  # per-sample gradients are slow; 400 images suffice for the accountant
-    stats = InstaHide()._stats(train.images)
-    norm = lambda d: TensorDataset(InstaHide._apply(d.images, stats), d.labels)  # noqa: E731
+    stats = InstaHide().channel_stats(train.images)
+    norm = lambda d: TensorDataset(InstaHide.normalize_images(d.images, stats), d.labels)  # noqa: E731
     with seeded(0):
         model = mnist_cnn((1, 8, 8))
     dp = DPSGD(target_epsilon=8.0, epochs=2)

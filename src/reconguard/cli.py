@@ -117,9 +117,7 @@ def _cmd_score_train(args) -> int:
     write_json_atomic(out.with_suffix(".json"), {"score_model": str(out), "fit": fit_result, "quality": q})
     plot_score_quality({f"score model ({data.name})": q}, out.with_suffix(".png"))
     print(f"score model: {out}  (final denoising loss {fit_result.history[-1]['train_loss']:.4g})")
-    print(f"quality: {100 * (1 - q.fraction_below_floor):.1f}% of eigenvalues of Σ^½SΣ^½ ≥ 1 up to sampling noise "
-          f"(floor {q.noise_floor:.3f}), {100 * (1 - q.fraction_below_one):.1f}% strictly; min {q.min:.3g}; "
-          f"plot {out.with_suffix('.png')}")
+    print(f"quality: {q.summary()}; plot {out.with_suffix('.png')}")
     return 0
 
 
@@ -151,8 +149,7 @@ def _cmd_score_check(args) -> int:
     plot_score_quality(qualities, out)
     write_json_atomic(out.with_suffix(".json"), qualities)
     for name, q in qualities.items():
-        print(f"{name:28s} {100 * (1 - q.fraction_below_floor):5.1f}% ≥ 1 (noise floor {q.noise_floor:.3f}), "
-              f"{100 * (1 - q.fraction_below_one):5.1f}% strictly, min {q.min:.3g}")
+        print(f"{name:28s} {q.summary()}")
     print(f"plot: {out}")
     return 0
 
@@ -217,11 +214,12 @@ def _cmd_instahide_train(args) -> int:
 def _cmd_challenge(args) -> int:
     from .attacks.instahide import make_challenge
     from .encoders import InstaHide
+    from .encoders.instahide import paper_c1
     from .experiments.instahide import public_pool
 
     data = _labelled_data(args.data, args.size, args.root)
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
-    scheme = InstaHide(args.k, c1=max(0.65, 1 / args.k), mode=args.mode, public=pub,
+    scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
                        num_classes=int(data.labels.max()) + 1)
     out = Path(args.out or "runs/challenge")
     truth = Path(args.truth or f"{out}-truth")
@@ -249,6 +247,7 @@ def _cmd_score(args) -> int:
 def _cmd_gradient_matching(args) -> int:
     from .attacks.gradients import GradientMatching, model_gradients
     from .encoders import InstaHide
+    from .encoders.instahide import paper_c1
     from .io import write_json_atomic
     from .metrics import ssim
     from .nn import mnist_cnn, seeded
@@ -262,7 +261,7 @@ def _cmd_gradient_matching(args) -> int:
     x, y = data.images[args.index:args.index + 1], data.labels[args.index:args.index + 1]
     target_x, target_y = x, y
     if args.instahide_k:
-        enc = InstaHide(args.instahide_k, c1=max(0.65, 1 / args.instahide_k)).encrypt(data.images, data.labels)
+        enc = InstaHide(args.instahide_k, c1=paper_c1(args.instahide_k)).encrypt(data.images, data.labels)
         target_x, target_y = enc.images[args.index:args.index + 1], enc.labels[args.index:args.index + 1]
     grads = model_gradients(model, target_x, target_y)
     r = GradientMatching(model, steps=args.steps, distance=args.distance).run(

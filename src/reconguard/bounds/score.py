@@ -71,6 +71,11 @@ class ScoreQuality(Result):
         """No eigenvalue below 1 beyond sampling noise."""
         return self.fraction_below_floor == 0.0
 
+    def summary(self) -> str:
+        return (f"{100 * (1 - self.fraction_below_floor):.1f}% of the eigenvalues of Σ^½SΣ^½ are ≥ 1 up to sampling "
+                f"noise (floor {self.noise_floor:.3f}), {100 * (1 - self.fraction_below_one):.1f}% strictly; "
+                f"min {self.min:.3g}")
+
     def passes(self, fraction: float = 0.95) -> bool:
         """At least ``fraction`` of the eigenvalues are ≥ 1 up to sampling noise."""
         return 1.0 - self.fraction_below_floor >= fraction

@@ -101,7 +101,6 @@ def gaussian_prior(mu: float = 0.5, eta: float = 0.2, d: int = 784) -> GaussianM
     eta = check_scalar(eta, "eta", low=0.0, low_open=True)
     d = check_positive_int(d, "d")
     prior = GaussianMixturePrior(torch.full((1, d), mu, dtype=torch.float64), eta, name=f"gaussian(mu={mu:g}, eta={eta:g})")
-    prior.mu, prior.eta = mu, eta
     return prior
 
 

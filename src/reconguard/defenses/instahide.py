@@ -36,7 +36,7 @@ class InstaHideTraining:
     def _encrypt(self, data, seed):
         x, y = _images_labels(data)
         if self.stats is None:
-            self.stats = self.scheme._stats(x)
+            self.stats = self.scheme.channel_stats(x)
         enc = self.scheme.encrypt(x, y, seed=seed, stats=self.stats)
         return TensorDataset(enc.images, enc.labels)
 
@@ -53,7 +53,7 @@ def predict_plain(model, images: torch.Tensor, stats, batch: int = 512) -> torch
     p = next(model.parameters())
     out = []
     with torch.no_grad():
-        for xb in InstaHide._apply(torch.as_tensor(images, dtype=torch.float32), stats).split(batch):
+        for xb in InstaHide.normalize_images(torch.as_tensor(images, dtype=torch.float32), stats).split(batch):
             out.append(torch.softmax(model(xb.to(p.device)), 1).cpu())
     return torch.cat(out)
 

@@ -39,6 +39,11 @@ from ..results import Result
 MODES = ("inside", "cross")
 
 
+def paper_c1(k: int) -> float:
+    """The paper's coefficient cap 0.65, raised to 1/k where k is too small for it (k = 1 needs c1 = 1)."""
+    return max(0.65, 1.0 / k)
+
+
 _SIGNS = torch.tensor(  # byte → its 8 bits as ±1 floats (most significant bit first, as numpy.unpackbits)
     [[1.0 if (b >> (7 - i)) & 1 else -1.0 for i in range(8)] for b in range(256)], dtype=torch.float32)
 
@@ -157,7 +162,8 @@ class InstaHide:
         self.normalize = normalize
 
     # --- normalisation -------------------------------------------------------------------------
-    def _stats(self, images: torch.Tensor) -> tuple[tuple, tuple]:
+    def channel_stats(self, images: torch.Tensor) -> tuple[tuple, tuple]:
+        """``(mean, std)`` per channel, as this scheme's ``normalize`` setting asks."""
         if self.normalize == "dataset":
             mean = images.mean((0, 2, 3))
             std = images.std((0, 2, 3)).clamp_min(1e-3)
@@ -170,7 +176,8 @@ class InstaHide:
         raise UnknownOptionError("normalize must be 'dataset', 'symmetric' or a (mean, std) pair of tuples.")
 
     @staticmethod
-    def _apply(x: torch.Tensor, stats) -> torch.Tensor:
+    def normalize_images(x: torch.Tensor, stats) -> torch.Tensor:
+        """``(x − mean)/std`` per channel, with ``stats`` from ``channel_stats``."""
         mean = torch.tensor(stats[0], dtype=x.dtype).reshape(1, -1, 1, 1)
         std = torch.tensor(stats[1], dtype=x.dtype).reshape(1, -1, 1, 1)
         return (x - mean) / std
@@ -196,7 +203,7 @@ class InstaHide:
         if self.mode == "inside" and self.k > n:
             raise ParameterError(f"k={self.k} needs at least {self.k} private images, got {n}.")
         g = _generator(seed)
-        stats = stats or self._stats(x)
+        stats = stats or self.channel_stats(x)
         c2 = self.c2 if self.mode == "cross" else None
         lam = sample_coefficients(n, self.k, self.c1, c2, g, own_floor=own_floor)
         own = torch.arange(n)
@@ -255,11 +262,11 @@ class InstaHide:
 
     def remix(self, images, key: InstaHideKey, stats) -> torch.Tensor:
         """Recompute Σ λ_j z_j from the originals and a key (what ``decrypt`` must return)."""
-        x = self._apply(torch.as_tensor(images, dtype=torch.float32), stats)
+        x = self.normalize_images(torch.as_tensor(images, dtype=torch.float32), stats)
         out = torch.zeros_like(x)
         for j in range(key.partners.shape[1]):
             if key.public[0, j]:
-                src = self._apply(self._public_images(key.partners[:, j], x.shape[1:]), stats)
+                src = self.normalize_images(self._public_images(key.partners[:, j], x.shape[1:]), stats)
             else:
                 src = x[key.partners[:, j]]
             out += key.coefficients[:, j].reshape(-1, 1, 1, 1) * src

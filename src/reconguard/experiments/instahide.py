@@ -16,6 +16,7 @@ from torch.utils.data import TensorDataset
 from ..data import ImageDataset, PatchStore, prepare_public
 from ..defenses import DPSGD, InstaHideTraining, accuracy, predict_encrypted, predict_plain
 from ..encoders import InstaHide, Mixup
+from ..encoders.instahide import paper_c1
 from ..errors import ParameterError, UnknownOptionError
 from ..nn import mnist_cnn, seeded
 from ..results import RecipeResult, Result
@@ -82,8 +83,8 @@ def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T
                  own_floor: float | None = None, public=None, dp: dict | None = None, lr: float = 1e-3,
                  seed: int = 0, device=None, progress=None) -> tuple[list[AccuracyRow], int, int]:
     train, val, test = _split(data, seed)
-    stats = InstaHide()._stats(train.images)
-    norm = lambda d: TensorDataset(InstaHide._apply(d.images, stats), d.labels)  # noqa: E731
+    stats = InstaHide().channel_stats(train.images)
+    norm = lambda d: TensorDataset(InstaHide.normalize_images(d.images, stats), d.labels)  # noqa: E731
     rows = []
     for spec in methods:
         method, k, mode = spec["method"], spec["k"], spec["mode"]
@@ -103,7 +104,7 @@ def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T
             else:
                 if mode == "cross" and k > 2 and public is None:
                     raise ParameterError("cross-dataset InstaHide needs a public pool (params.public).")
-                scheme = InstaHide(k, c1=max(0.65, 1.0 / k), mode=mode, public=public,
+                scheme = InstaHide(k, c1=paper_c1(k), mode=mode, public=public,
                                    num_classes=int(data.labels.max()) + 1)
             defense = InstaHideTraining(scheme, seed=None)
             defense.stats = stats

@@ -60,9 +60,7 @@ def _quality(result) -> str:
     q = result.extras.get("score_quality") or {}
     if not q:
         return ""
-    items = "".join(f"<li>{html.escape(k)}: {100 * (1 - v.fraction_below_floor):.1f}% of the eigenvalues of Σ^½SΣ^½ are ≥ 1 "
-                    f"up to sampling noise (floor {v.noise_floor:.3f}); {100 * (1 - v.fraction_below_one):.1f}% ≥ 1 strictly; "
-                    f"min {v.min:.3g}.</li>" for k, v in q.items())
+    items = "".join(f"<li>{html.escape(k)}: {html.escape(v.summary())}.</li>" for k, v in q.items())
     return f"<h2>Score-matrix quality</h2><ul>{items}</ul>"
 
 
