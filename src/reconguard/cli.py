@@ -6,6 +6,7 @@
     reconguard bound --data D --encoder E print every MSE bound for one encoder, write JSON
     reconguard score train|check          fit a denoising score model / check a score's S (Figure 7)
     reconguard train-encoder              train a split encoder jointly with its downstream model
+    reconguard train --defense D          train a classifier with a model-inversion defense (AT-AT, MID, …)
     reconguard instahide prepare-public|train   InstaHide's public patch pool; train with InstaHide / baselines
 """
 
@@ -177,6 +178,76 @@ def _cmd_train_encoder(args) -> int:
     write_json_atomic(out.with_suffix(".json"), {"encoder": str(out), "fit": result})
     print(f"encoder: {out}  best epoch {result.best_epoch}: validation accuracy {result.best_val_acc:.3f}, "
           f"loss {result.best_val_loss:.4g}")
+    return 0
+
+
+# flag → (constructor argument, the defenses it applies to)
+_DEFENSE_FLAGS = {
+    "lam": ("lam", ("atat",)), "steps": ("steps", ("atat", "at")), "eps": ("eps", ("atat", "at")),
+    "step_size": ("step_size", ("atat", "at")), "atat_preset": ("preset", ("atat",)),
+    "acc_window": ("acc_window", ("atat",)), "beta": ("beta", ("mid", "trapmid", "trapmid-star")),
+    "bottleneck": ("bottleneck", ("mid",)), "lambda_x": ("lambda_x", ("bido",)), "lambda_y": ("lambda_y", ("bido",)),
+    "frozen": ("frozen", ("tldmi", "tldmi-5")), "pretrained": ("pretrained", ("tldmi", "tldmi-5")),
+    "alpha": ("alpha", ("negls", "trapmid", "trapmid-star")), "scale": ("scale", ("rolss", "rolss-ssf")),
+    "lam1": ("lam1", ("unseen-pixels",)), "lam2": ("lam2", ("unseen-pixels",)), "rho": ("rho", ("unseen-pixels",)),
+    "mask_epochs": ("mask_epochs", ("unseen-pixels",)), "mask_speed": ("mask_speed", ("unseen-pixels",)),
+}
+
+
+def _defense_options(args) -> dict:
+    from .errors import ParameterError
+
+    options = {}
+    for flag, (key, applies) in _DEFENSE_FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if args.defense not in applies:
+            shown = "lambda" if flag == "lam" else flag.replace("_", "-")
+            raise ParameterError(f"--{shown} does not apply to --defense {args.defense} "
+                                 f"(it is for {', '.join(applies)}).")
+        options[key] = tuple(value) if isinstance(value, list) else value
+    return options
+
+
+def _cmd_train(args) -> int:
+    from .classifiers import save_classifier
+    from .experiments.mia import load_split, pretrain_public, train_defended
+    from .io import atomic_directory, write_json_atomic
+
+    options = _defense_options(args)
+    split = load_split({"dataset": args.data, "root": args.root, "public_root": args.public_root,
+                        "size": args.size or (16 if args.data == "digits" else 224), "split_seed": 0})
+    public_state = None
+    if args.defense in ("tldmi", "tldmi-5") and "pretrained" not in options:
+        public_state = pretrain_public(split, args.model, args.width, args.epochs, args.seed, _device(args.device))
+    fit_options = {"batch_size": args.batch_size}
+    if args.milestones:
+        fit_options["milestones"] = args.milestones
+    if args.gamma is not None:
+        fit_options["gamma"] = args.gamma
+    model, row, defense = train_defended(split, args.defense, options, arch=args.model, width=args.width,
+                                         epochs=args.epochs, lr=args.lr, seed=args.seed, fit_options=fit_options,
+                                         public_state=public_state, device=_device(args.device))
+    out = Path(args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}")
+    structure = {}
+    if args.defense == "mid":
+        structure = {"bottleneck": defense.bottleneck, "head": defense.head}
+    elif args.defense in ("rolss", "rolss-ssf"):
+        structure = {"scale": defense.scale, "stage": defense.stage}
+    spec = {"arch": args.model, "num_classes": split.num_classes, "in_shape": list(split.train.shape),
+            "width": args.width, "defense": args.defense, "structure": structure, "options": {
+                k: (str(v) if k == "pretrained" else v) for k, v in options.items()}, "seed": args.seed,
+            "data": args.data, "size": split.train.shape[-1]}
+    inner = model[1] if args.defense == "unseen-pixels" else model
+    with atomic_directory(out) as tmp:
+        save_classifier(tmp / "model.pt", inner.cpu(), spec, getattr(defense, "mask", None))
+        write_json_atomic(tmp / "result.json", {"spec": spec, "result": row})
+    extras = "".join(f", {k} {v}" for k, v in row.extras.items() if not isinstance(v, list))
+    print(f"{args.defense} on {split.summary()}:")
+    print(f"  test accuracy {row.test_acc:.3f}, train {row.train_acc:.3f}, validation {row.val_acc:.3f} "
+          f"(epoch {row.best_epoch} of {row.epochs}), {row.seconds:.0f} s{extras}")
+    print(f"  model: {out / 'model.pt'}")
     return 0
 
 
@@ -398,6 +469,51 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--recovered", required=True, help=".npy of recovered images (N×C×H×W, [0, 1])")
     sp.add_argument("--truth", required=True, help="the challenge's truth folder")
     sp.set_defaults(func=_cmd_score)
+
+    from .classifiers import ARCHS
+    from .defenses.registry import defense_names
+
+    sp = sub.add_parser("train", help="train a classifier with a model-inversion defense (AT-AT, MID, BiDO, …)")
+    sp.add_argument("--data", choices=["digits", "folder"], default="digits",
+                    help="digits: private 0–4, public 5–9 (ships with scikit-learn); folder: --root DIR/<class>/<img>")
+    sp.add_argument("--root", help="private image folder (root/<identity>/<image>) for --data folder")
+    sp.add_argument("--public-root", help="public image folder (other identities) for --data folder")
+    sp.add_argument("--size", type=int, help="image side (default 16 for digits, 224 for folders)")
+    sp.add_argument("--model", choices=ARCHS, default="resnet18")
+    sp.add_argument("--width", type=int, default=16, help="ResNet base width (64 = torchvision)")
+    sp.add_argument("--defense", choices=defense_names(), default="nodef")
+    sp.add_argument("--epochs", type=int, default=30)
+    sp.add_argument("--lr", type=float, default=1e-3)
+    sp.add_argument("--batch-size", type=int, default=128)
+    sp.add_argument("--milestones", type=int, nargs="*", help="MultiStepLR epochs (default: 75%% of the epochs)")
+    sp.add_argument("--gamma", type=float, help="MultiStepLR decay (default 0.1)")
+    sp.add_argument("--seed", type=int, default=0)
+    g = sp.add_argument_group("AT-AT / adversarial training (ε and steps in pixel [0, 1] units)")
+    g.add_argument("--lambda", dest="lam", type=float, help="AT-AT weight λ of CE(x + δ, y′)")
+    g.add_argument("--steps", type=int, help="PGD steps")
+    g.add_argument("--eps", type=float, help="L∞ radius")
+    g.add_argument("--step-size", type=float, help="PGD step")
+    g.add_argument("--atat-preset", help="a Table 6 row (facescrub-rn152, …) or digits")
+    g.add_argument("--acc-window", type=float, nargs=2, metavar=("LO", "HI"),
+                   help="keep the latest epoch whose validation accuracy is in [LO, HI] (appendix B)")
+    g = sp.add_argument_group("other defenses")
+    g.add_argument("--beta", type=float, help="MID: KL weight β; Trap-MID: trapdoor loss weight β")
+    g.add_argument("--bottleneck", type=int, help="MID: bottleneck size k")
+    g.add_argument("--lambda-x", type=float, help="BiDO: weight of HSIC(X, Z)")
+    g.add_argument("--lambda-y", type=float, help="BiDO: weight of HSIC(Z, Y)")
+    g.add_argument("--frozen", type=int, help="TL-DMI: number of first layers frozen")
+    g.add_argument("--pretrained", help="TL-DMI: public-data weights (state dict file); default: pre-train on the public split")
+    g.add_argument("--alpha", type=float, help="NegLS: final (negative) smoothing; Trap-MID: trigger blend α")
+    g.add_argument("--scale", type=float, help="RoLSS: last-stage skip factor (0 removes, 0.2 = SSF)")
+    g.add_argument("--lam1", type=float, help="Unseen-Pixels: ridge weight")
+    g.add_argument("--lam2", type=float, help="Unseen-Pixels: adaptive group-lasso weight")
+    g.add_argument("--rho", type=float, help="Unseen-Pixels: ρ")
+    g.add_argument("--mask-epochs", type=int, help="Unseen-Pixels: epochs of each mask stage")
+    g.add_argument("--mask-speed", type=float, help="Unseen-Pixels: mask step multiplier")
+    sp.add_argument("--out", help="output folder: model.pt + result.json")
+    sp.add_argument("--quiet", action="store_true")
+    sp.add_argument("--device", default="auto")
+    sp.set_defaults(func=_cmd_train)
 
     atk = sub.add_parser("attack", help="attacks that need no recipe")
     asub = atk.add_subparsers(dest="attack_command", required=True)

@@ -1,6 +1,6 @@
 """Recipes: YAML files that name an experiment, its parameters and its presets.
 
-A recipe has ``name``, ``title``, ``kind`` (``sweep``), ``params`` (shared) and ``presets`` (``smoke``
+A recipe has ``name``, ``title``, ``kind`` (``sweep``, ``instahide-accuracy``, ``mia``), ``params`` (shared) and ``presets`` (``smoke``
 for tests, ``cpu`` for 2 cores, ``paper`` for a GPU; each overrides ``params``). Built-in recipes
 ship in ``reconguard/experiments/recipes`` and run by name; a user's own YAML runs by path.
 """
@@ -28,6 +28,8 @@ _PARAM_KEYS = {
               "train_epochs", "n_examples", "lpips"},
     "instahide-accuracy": {"dataset", "size", "root", "methods", "epochs", "T", "own_floor", "public", "dp", "lr",
                            "seed", "n"},
+    "mia": {"dataset", "root", "public_root", "size", "split_seed", "arch", "width", "epochs", "lr", "seeds", "defenses",
+            "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "generator"},
 }
 KINDS = tuple(_PARAM_KEYS)
 
@@ -79,6 +81,10 @@ def _check_params(params: dict, source: str, kind: str = "sweep") -> None:
         from .instahide import expand_methods
         expand_methods(params.get("methods") or [])
         return
+    if kind == "mia":
+        from .mia import expand_defenses
+        expand_defenses(params.get("defenses") or [])
+        return
     for name, cfg in (params.get("datasets") or {}).items():
         if name not in DATASET_KEYS:
             raise UnknownOptionError(f"recipe {source}: unknown dataset {name!r}; known: {sorted(DATASET_KEYS)}.")
@@ -109,6 +115,9 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     p = recipe_params(recipe, preset, overrides)
     if recipe["kind"] == "instahide-accuracy":
         return _run_accuracy(recipe, preset, p, progress, device)
+    if recipe["kind"] == "mia":
+        from .mia import run_mia
+        return run_mia(recipe, preset, p, progress, device)
     datasets = p.get("datasets") or {"gaussian": {}}
     encoders = expand_encoders(p.get("encoders") or [])
     if not encoders:

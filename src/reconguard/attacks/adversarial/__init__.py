@@ -1,0 +1,5 @@
+"""Adversarial examples: L∞ PGD (Madry et al. 2017), targeted or not, with ε in pixel units."""
+
+from .pgd import PGD, pgd
+
+__all__ = ["PGD", "pgd"]

@@ -1,0 +1,32 @@
+"""Permuted labels (Zhang et al. 2017; AT-AT paper section 3, appendix A.3.1): train to memorise a fixed
+random permutation of the training labels. The model rote-memorises every image (train accuracy → 1)
+and learns nothing transferable (test accuracy at chance). Validation keeps the true labels, so the
+checkpoint is the last epoch (``select = "last"``); the paper trains with lr 1e−4.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+
+def _labels(data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = zip(*[(data[i][0], data[i][1]) for i in range(len(data))])
+    return torch.stack(xs), torch.as_tensor(ys)
+
+
+class PermutedLabels:
+    select = "last"
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self._data: Dataset | None = None
+        self.permutation: torch.Tensor | None = None
+
+    def on_epoch(self, train: Dataset, epoch: int) -> Dataset:
+        if self._data is None:
+            x, y = _labels(train)
+            g = torch.Generator().manual_seed(self.seed)
+            self.permutation = torch.randperm(len(y), generator=g)
+            self._data = TensorDataset(x, y[self.permutation])
+        return self._data

@@ -1,0 +1,183 @@
+"""Model-inversion defenses at small scale (AT-AT paper sections 3–6, scaled to digits).
+
+``train_defended`` trains one classifier with one defense through :func:`reconguard.train.fit` on the
+private split (digits 0–4 by default) and measures train / validation / test accuracy; TL-DMI starts
+from a model pre-trained on the public split (digits 5–9), as transfer learning needs. The permuted-
+label model is scored on its permuted training labels (train accuracy) and the true test labels.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..augment import Augment
+from ..classifiers import build_classifier
+from ..data.splits import MIASplit
+from ..defenses.registry import make_defense
+from ..results import RecipeResult, Result
+from ..train import fit
+
+
+@dataclass(frozen=True)
+class DefenseRow(Result):
+    defense: str
+    label: str
+    seed: int
+    test_acc: float
+    train_acc: float
+    val_acc: float
+    best_epoch: int
+    epochs: int
+    seconds: float
+    extras: dict = field(default_factory=dict)
+    evaluation: dict = field(default_factory=dict)  # filled by the attack / robustness stages
+
+
+@dataclass(frozen=True)
+class MIAResult(RecipeResult):
+    rows: list = field(default_factory=list)
+    elapsed_s: float = 0.0
+    split: str = ""
+    analysis: dict = field(default_factory=dict)
+    examples: dict = field(default_factory=dict)
+    _skip_in_dict = ("examples",)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, data, labels: torch.Tensor | None = None, batch: int = 256) -> float:
+    """Top-1 accuracy on a dataset (its own labels, or ``labels`` in its order)."""
+    from torch.utils.data import DataLoader
+
+    model.eval()
+    device = next(model.parameters()).device
+    correct, seen = 0, 0
+    for x, y in DataLoader(data, batch_size=batch):
+        if labels is not None:
+            y = labels[seen:seen + len(x)]
+        correct += int((model(x.to(device)).argmax(1).cpu() == y).sum())
+        seen += len(x)
+    return correct / max(seen, 1)
+
+
+def pretrain_public(split: MIASplit, arch: str, width: int | None, epochs: int, seed: int, device=None) -> dict:
+    """A classifier trained on the public split; TL-DMI starts from its weights (head excluded)."""
+    model = build_classifier(arch, int(split.public.labels.max()) + 1, split.train.shape, width, seed + 7)
+    fit(model, split.public, None, epochs=epochs, seed=seed + 7, device=device, progress=False,
+        augment=Augment(flip=False), select="last")
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def train_defended(split: MIASplit, name: str, options: dict | None = None, *, arch: str = "resnet18",
+                   width: int | None = 16, epochs: int = 30, lr: float = 1e-3, seed: int = 0, label: str | None = None,
+                   fit_options: dict | None = None, public_state: dict | None = None, augment: bool = True,
+                   device=None) -> tuple[nn.Module, DefenseRow, object]:
+    """One model with one defense; returns (model as evaluated, row, defense object)."""
+    options = dict(options or {})
+    if name in ("tldmi", "tldmi-5") and "pretrained" not in options:
+        options["pretrained"] = public_state
+    defense = make_defense(name, options)
+    model = build_classifier(arch, split.num_classes, split.train.shape, width, seed)
+    fo = {"epochs": epochs, "lr": lr, "milestones": [int(epochs * 0.75)], **getattr(defense, "fit_options", {}),
+          **(fit_options or {})}
+    aug = Augment(flip=False, crop_scale=None if name == "unseen-pixels" else (0.85, 1.0)) if augment else None
+    if name == "permuted":
+        aug = None  # memorising a random labelling is about the exact images
+    start = time.perf_counter()
+    result = fit(model, split.train, split.val, seed=seed, device=device, progress=False, augment=aug,
+                 defense=defense, **fo)
+    seconds = time.perf_counter() - start
+    deployed = defense.deploy(model) if hasattr(defense, "deploy") else model
+    if name == "permuted":
+        train_acc = accuracy(deployed, split.train, split.train.labels[defense.permutation])
+    else:
+        train_acc = accuracy(deployed, split.train)
+    extras = {}
+    last = result.history[-1] if result.history else {}
+    for key in ("pixels_deleted", "label_smoothing"):
+        if key in last:
+            extras[key] = last[key]
+    if name in ("rolss", "rolss-ssf"):
+        extras["skips_scaled"] = len(defense.blocks)
+    if name in ("tldmi", "tldmi-5"):
+        extras["frozen_layers"] = defense.frozen_names
+    row = DefenseRow(name, label or name, seed, accuracy(deployed, split.test), train_acc,
+                     result.best_val_acc, result.best_epoch, result.epochs_run, seconds, extras)
+    return deployed, row, defense
+
+
+def expand_defenses(specs: list) -> list[dict]:
+    """Recipe entries → ``{"name", "label", "options", "fit"}``; a bare string is a defense with defaults."""
+    from ..defenses.registry import DEFENSES
+    from ..errors import UnknownOptionError
+
+    out = []
+    for spec in specs:
+        spec = {"name": spec} if isinstance(spec, str) else dict(spec)
+        if spec.get("name") not in DEFENSES:
+            raise UnknownOptionError(f"unknown defense {spec.get('name')!r}; choose from {', '.join(DEFENSES)}.")
+        bad = set(spec) - {"name", "label", "options", "fit"}
+        if bad:
+            raise UnknownOptionError(f"defense entry {spec['name']}: unknown keys {sorted(bad)} "
+                                     "(allowed: name, label, options, fit).")
+        spec.setdefault("label", spec["name"])
+        out.append(spec)
+    return out
+
+
+def load_split(p: dict) -> MIASplit:
+    from ..data.splits import digits_mia_split, folder_mia_split
+
+    if p.get("dataset", "digits") == "digits":
+        return digits_mia_split(int(p.get("size", 16)), int(p.get("split_seed", 0)))
+    return folder_mia_split(p["root"], p.get("public_root"), int(p.get("size", 224)), int(p.get("split_seed", 0)))
+
+
+def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device) -> MIAResult:
+    """Train every (defense, seed) of the recipe; then, when asked, attack and measure robustness
+    (:mod:`reconguard.experiments.mia_eval`) and fit the analysis."""
+    split = load_split(p)
+    specs = expand_defenses(p.get("defenses") or ["nodef"])
+    seeds = [int(s) for s in p.get("seeds", [0])]
+    arch, width, epochs = p.get("arch", "resnet18"), p.get("width", 16), int(p.get("epochs", 30))
+    evaluator = None
+    if p.get("attack") or p.get("robustness"):
+        from .mia_eval import Evaluator
+        evaluator = Evaluator(split, p, device=device)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(specs) * len(seeds), desc=recipe["name"], unit="model")
+    start = time.perf_counter()
+    public_state = None
+    rows, examples = [], {}
+    try:
+        for seed in seeds:
+            for spec in specs:
+                if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
+                    public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
+                model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
+                                               epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,
+                                               label=spec["label"], fit_options=spec.get("fit"),
+                                               public_state=public_state, device=device)
+                if evaluator is not None:
+                    evaluation, ex = evaluator.evaluate(model, row)
+                    row = DefenseRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "evaluation": evaluation})
+                    if ex is not None and seed == seeds[0]:
+                        examples[row.label] = ex
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
+    finally:
+        if bar is not None:
+            bar.close()
+    analysis = {}
+    if evaluator is not None and p.get("analysis", True):
+        from .mia_eval import analyse
+        analysis = analyse(rows, p)
+    return MIAResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, split.summary(),
+                     analysis, examples)
