@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	# torchattacks' AutoAttack (APGD-CE, APGD-T, FAB-T, Square): --no-deps, its requirements would pull torchvision
+	$(PY) -m pip install --quiet --no-deps "torchattacks>=3.5"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,6 +25,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/fisher.py
 	$(PY) benchmarks/instahide.py
+	$(PY) benchmarks/atat.py
+	$(PY) benchmarks/inversion.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -95,7 +95,7 @@ def test_atat_target_classes_uniform_over_other_classes():
 
 
 def test_pgd_equals_art(split):
-    art = pytest.importorskip("art")
+    pytest.importorskip("art")
     from art.attacks.evasion import ProjectedGradientDescentPyTorch
     from art.estimators.classification import PyTorchClassifier
 

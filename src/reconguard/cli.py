@@ -7,6 +7,8 @@
     reconguard score train|check          fit a denoising score model / check a score's S (Figure 7)
     reconguard train-encoder              train a split encoder jointly with its downstream model
     reconguard train --defense D          train a classifier with a model-inversion defense (AT-AT, MID, …)
+    reconguard evaluate MODEL…            model-inversion leakage (AttAcc@1), robust accuracy, HSIC per model
+    reconguard analyze RESULTS…           OLS (HC2) / Beta regressions and the AT-AT vs NoDef experiment
     reconguard instahide prepare-public|train   InstaHide's public patch pool; train with InstaHide / baselines
 """
 
@@ -248,6 +250,85 @@ def _cmd_train(args) -> int:
     print(f"  test accuracy {row.test_acc:.3f}, train {row.train_acc:.3f}, validation {row.val_acc:.3f} "
           f"(epoch {row.best_epoch} of {row.epochs}), {row.seconds:.0f} s{extras}")
     print(f"  model: {out / 'model.pt'}")
+    return 0
+
+
+def _cmd_evaluate(args) -> int:
+    from .classifiers import load_classifier
+    from .experiments.mia import DefenseRow, accuracy, load_split
+    from .experiments.mia_eval import Evaluator
+    from .io import write_json_atomic
+
+    loaded = [(path, *load_classifier(path)) for path in args.models]
+    first = loaded[0][2]
+    split = load_split({"dataset": first.get("data", "digits"), "root": args.root, "public_root": args.public_root,
+                        "size": first.get("size", 16)})
+    keep = args.keep or min(20, args.candidates)
+    p = {"attack": {"candidates": args.candidates, "keep": keep, "steps": args.steps, "finals": min(args.finals, keep),
+                    "baseline": args.baseline},
+         "robustness": {"eps": args.eps, "n": args.n, "steps": args.robust_steps, "n_queries": args.n_queries}
+         if args.eps else None, "eval_epochs": args.eval_epochs}
+    device = _device(args.device)
+    evaluator = Evaluator(split, p, device=device)
+    rows = []
+    for path, model, spec in loaded:
+        model = model.to(device)
+        row = DefenseRow(spec.get("defense", "nodef"), spec.get("label", spec.get("defense", "nodef")),
+                         int(spec.get("seed", 0)), accuracy(model, split.test), accuracy(model, split.train), float("nan"),
+                         -1, 0, 0.0, {"model": str(path)})
+        evaluation, _ = evaluator.evaluate(model, row)
+        row = DefenseRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "evaluation": evaluation})
+        rows.append(row)
+        att = evaluation.get("attack", {})
+        rob = "  ".join(f"ε={e}: {v['worst']:.3f}" for e, v in (evaluation.get("robust") or {}).items())
+        print(f"{path}: {row.defense} test {row.test_acc:.3f}  AttAcc@1 {att.get('att_acc1', float('nan')):.3f} "
+              f"[{att.get('att_acc1_ci', (0, 0))[0]:.2f}, {att.get('att_acc1_ci', (0, 0))[1]:.2f}]  {rob}")
+    out = Path(args.out or "runs/evaluate/results.json")
+    write_json_atomic(out, {"evaluation_model_test_acc": getattr(evaluator, "eval_acc", None), "rows": rows})
+    print(f"results: {out}")
+    return 0
+
+
+def _cmd_analyze(args) -> int:
+    import json
+
+    from .errors import CorruptDataError, DataFileNotFoundError
+    from .experiments.mia import DefenseRow
+    from .experiments.mia_eval import analyse
+    from .io import write_json_atomic
+
+    rows = []
+    for path in args.results:
+        path = Path(path)
+        if not path.is_file():
+            raise DataFileNotFoundError(f"results file {path} does not exist (write one with `reconguard evaluate`).")
+        try:
+            blob = json.loads(path.read_text())
+            items = blob["rows"]
+            rows += [DefenseRow(**{k: v for k, v in item.items() if k in DefenseRow.__dataclass_fields__}) for item in items]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptDataError(f"{path}: not an evaluate/run results file ({exc}).") from exc
+    analysis = analyse(rows, {})
+    if not analysis:
+        raise CorruptDataError("no attacked models in these results: run `reconguard evaluate` first.")
+    for key in ("ols_hc2", "beta"):
+        fit = analysis.get(key)
+        if fit:
+            r2 = fit.get("rsquared_adj", fit.get("pseudo_rsquared"))
+            print(f"{key}: R² {r2:.3f}, MAE {fit['mae']:.3f}")
+            for n, c, (lo, hi), pv in zip(fit["names"], fit["params"], fit["ci"], fit["pvalues"]):
+                print(f"  {n:22s} {c:+.4f}  [{lo:+.4f}, {hi:+.4f}]  p={pv:.3g}")
+        elif f"{key}_error" in analysis:
+            print(f"{key}: not fitted — {analysis[key + '_error']}")
+    if "regression_note" in analysis:
+        print(analysis["regression_note"])
+    t = analysis.get("treatment")
+    if t:
+        print(f"AT-AT vs NoDef: AttAcc@1 {t['mu_control']:.3f} → {t['mu_treated']:.3f}; odds ratio {t['odds_ratio']:.3g} "
+              f"(95% CI {t['odds_ratio_ci'][0]:.3g}–{t['odds_ratio_ci'][1]:.3g}), Δ {t['delta']:+.3f}")
+    out = Path(args.out or "runs/analyze/analysis.json")
+    write_json_atomic(out, analysis)
+    print(f"analysis: {out}")
     return 0
 
 
@@ -514,6 +595,30 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quiet", action="store_true")
     sp.add_argument("--device", default="auto")
     sp.set_defaults(func=_cmd_train)
+
+    sp = sub.add_parser("evaluate", help="attack trained classifiers (model inversion) and measure robust accuracy")
+    sp.add_argument("models", nargs="+", help="model.pt files written by `reconguard train`")
+    sp.add_argument("--root", help="private image folder, for models trained on --data folder")
+    sp.add_argument("--public-root", help="public image folder (the attacker's generator trains on it)")
+    sp.add_argument("--candidates", type=int, default=500)
+    sp.add_argument("--keep", type=int, help="candidates kept per class for optimisation (default min(20, candidates))")
+    sp.add_argument("--steps", type=int, default=60, help="latent optimisation steps")
+    sp.add_argument("--finals", type=int, default=5, help="reconstructions kept per class")
+    sp.add_argument("--baseline", action="store_true", help="also run plain gradient inversion")
+    sp.add_argument("--eps", type=float, nargs="*", default=[0.031, 0.0025, 0.0005, 1e-5],
+                    help="robust-accuracy radii in pixel units (none: skip robustness)")
+    sp.add_argument("--n", type=int, default=128, help="test images for robust accuracy")
+    sp.add_argument("--robust-steps", type=int, default=10)
+    sp.add_argument("--n-queries", type=int, default=100, help="Square attack queries")
+    sp.add_argument("--eval-epochs", type=int, default=20, help="epochs of the evaluation classifier")
+    sp.add_argument("--out", help="results JSON (default runs/evaluate/results.json)")
+    sp.add_argument("--device", default="auto")
+    sp.set_defaults(func=_cmd_evaluate)
+
+    sp = sub.add_parser("analyze", help="regressions of leakage on robustness, and the AT-AT vs NoDef experiment")
+    sp.add_argument("results", nargs="+", help="results JSON files from `reconguard evaluate` or `reconguard run`")
+    sp.add_argument("--out", help="analysis JSON (default runs/analyze/analysis.json)")
+    sp.set_defaults(func=_cmd_analyze)
 
     atk = sub.add_parser("attack", help="attacks that need no recipe")
     asub = atk.add_subparsers(dest="attack_command", required=True)

@@ -128,6 +128,27 @@ def expand_defenses(specs: list) -> list[dict]:
     return out
 
 
+def plan_jobs(p: dict) -> list[tuple[dict, int]]:
+    """(defense spec, seed) pairs: every defense × seed, then the randomised units (appendix H): of
+    ``units`` models, a seeded random half gets ``treated`` and the rest ``control``; unit i uses seed i."""
+    specs = expand_defenses(p.get("defenses") or [])
+    jobs = [(spec, int(seed)) for seed in p.get("seeds", [0]) for spec in specs]
+    r = p.get("randomised")
+    if r:
+        from ..errors import UnknownOptionError
+        bad = set(r) - {"units", "treated", "control", "seed"}
+        if bad:
+            raise UnknownOptionError(f"randomised: unknown keys {sorted(bad)} (allowed: units, treated, control, seed).")
+        units = int(r.get("units", 10))
+        treated, control = expand_defenses([r.get("treated", "atat"), r.get("control", "nodef")])
+        order = torch.randperm(units, generator=torch.Generator().manual_seed(int(r.get("seed", 0)))).tolist()
+        is_treated = set(order[:units // 2])
+        jobs += [(treated if i in is_treated else control, 100 + i) for i in range(units)]
+    if not jobs:
+        jobs = [(expand_defenses(["nodef"])[0], 0)]
+    return jobs
+
+
 def load_split(p: dict) -> MIASplit:
     from ..data.splits import digits_mia_split, folder_mia_split
 
@@ -140,8 +161,7 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device) -> MIARe
     """Train every (defense, seed) of the recipe; then, when asked, attack and measure robustness
     (:mod:`reconguard.experiments.mia_eval`) and fit the analysis."""
     split = load_split(p)
-    specs = expand_defenses(p.get("defenses") or ["nodef"])
-    seeds = [int(s) for s in p.get("seeds", [0])]
+    jobs = plan_jobs(p)
     arch, width, epochs = p.get("arch", "resnet18"), p.get("width", 16), int(p.get("epochs", 30))
     evaluator = None
     if p.get("attack") or p.get("robustness"):
@@ -150,28 +170,27 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device) -> MIARe
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(specs) * len(seeds), desc=recipe["name"], unit="model")
+        bar = tqdm(total=len(jobs), desc=recipe["name"], unit="model")
     start = time.perf_counter()
     public_state = None
     rows, examples = [], {}
     try:
-        for seed in seeds:
-            for spec in specs:
-                if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
-                    public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
-                model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
-                                               epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,
-                                               label=spec["label"], fit_options=spec.get("fit"),
-                                               public_state=public_state, device=device)
-                if evaluator is not None:
-                    evaluation, ex = evaluator.evaluate(model, row)
-                    row = DefenseRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "evaluation": evaluation})
-                    if ex is not None and seed == seeds[0]:
-                        examples[row.label] = ex
-                rows.append(row)
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
+        for spec, seed in jobs:
+            if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
+                public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
+            model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
+                                           epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,
+                                           label=spec["label"], fit_options=spec.get("fit"),
+                                           public_state=public_state, device=device)
+            if evaluator is not None:
+                evaluation, ex = evaluator.evaluate(model, row)
+                row = DefenseRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "evaluation": evaluation})
+                if ex is not None and row.label not in examples:
+                    examples[row.label] = ex
+            rows.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
     finally:
         if bar is not None:
             bar.close()

@@ -29,7 +29,7 @@ _PARAM_KEYS = {
     "instahide-accuracy": {"dataset", "size", "root", "methods", "epochs", "T", "own_floor", "public", "dp", "lr",
                            "seed", "n"},
     "mia": {"dataset", "root", "public_root", "size", "split_seed", "arch", "width", "epochs", "lr", "seeds", "defenses",
-            "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "generator"},
+            "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "randomised"},
 }
 KINDS = tuple(_PARAM_KEYS)
 
@@ -82,8 +82,8 @@ def _check_params(params: dict, source: str, kind: str = "sweep") -> None:
         expand_methods(params.get("methods") or [])
         return
     if kind == "mia":
-        from .mia import expand_defenses
-        expand_defenses(params.get("defenses") or [])
+        from .mia import plan_jobs
+        plan_jobs(params)
         return
     for name, cfg in (params.get("datasets") or {}).items():
         if name not in DATASET_KEYS:

@@ -9,6 +9,9 @@ from .plots import plot_reconstructions, plot_rtc, plot_sweep
 
 def summary_text(result, out_dir=None) -> str:
     """The terminal summary of any experiment result."""
+    if hasattr(result, "analysis"):
+        from .mia import mia_summary
+        return mia_summary(result, out_dir)
     return _sweep_summary(result, out_dir) if hasattr(result, "points") else accuracy_summary(result, out_dir)
 
 

@@ -13,6 +13,14 @@ from .plots import plot_reconstructions, plot_rtc, plot_scatter, plot_score_qual
 def write_report(result, out_dir: str | Path) -> Path:
     """Write ``result`` into ``out_dir`` (replaced whole on success; untouched on failure)."""
     out_dir = Path(out_dir)
+    if hasattr(result, "analysis"):  # a model-inversion experiment
+        from .mia import render_mia_html, write_mia_report
+
+        with atomic_directory(out_dir) as tmp:
+            write_json_atomic(tmp / "results.json", result)
+            figures = write_mia_report(result, tmp, _private_examples(result))
+            write_text_atomic(tmp / "report.html", render_mia_html(result, figures))
+        return out_dir
     if not hasattr(result, "points"):  # an accuracy experiment
         from .accuracy import plot_accuracy, render_accuracy_html
 
@@ -65,3 +73,13 @@ def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path |
     result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device)
     out_dir = Path(out_dir) if out_dir is not None else Path("runs") / result.recipe
     return result, write_report(result, out_dir)
+
+
+def _private_examples(result):
+    """Real private training images for the reconstruction grid's first row (digits only; None otherwise)."""
+    if result.settings.get("dataset", "digits") != "digits":
+        return None
+    from ..data.splits import digits_mia_split
+
+    split = digits_mia_split(int(result.settings.get("size", 16)), int(result.settings.get("split_seed", 0)))
+    return split.train.images, split.train.labels

@@ -1,0 +1,154 @@
+"""Attack, measure and analyse the defended models of a ``mia`` recipe (AT-AT paper sections 3–6,
+appendices F.3, G, H, I.3), at small scale.
+
+:class:`Evaluator` builds, once per run and from data the attacker may use: the evaluation classifier
+(another architecture — the 3-block CNN — trained on the private training set, as PPA's Inception-v3
+is) and the generative prior (a VAE on the public split only). For each defended model it then
+measures: the generative-prior attack (AttAcc@1 with a Wilson interval, EvalConf, feature distance),
+optionally the gradient-inversion baseline, robust accuracy under the AutoAttack ensemble at each ε,
+and HSIC(X, Z_j) at the model's stage outputs (Table 1). :func:`analyse` fits the paper's OLS (HC2)
+and Beta regressions of leakage on accuracy and robust accuracies, the cost of privacy, and the
+randomised AT-AT vs NoDef experiment (odds ratio, Δ).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..attacks.inversion import GenerativeInversion, GradientInversion, train_generator
+from ..augment import Augment
+from ..classifiers import build_classifier
+from ..errors import ReconguardError
+from ..metrics import evaluate_inversion, hsic, robust_accuracy
+from ..metrics.robustness import ATTACKS, PAPER_EPS
+from ..train import fit
+
+ATTACK_DEFAULTS = {"candidates": 500, "keep": 20, "steps": 60, "lr": 0.2, "finals": 5, "classes": None,
+                   "baseline": True, "baseline_steps": 200, "generator_epochs": 60, "latent_dim": 16}
+ROBUST_DEFAULTS = {"eps": list(PAPER_EPS), "n": 128, "attacks": list(ATTACKS), "steps": 10, "n_queries": 100}
+
+
+def _settings(value, defaults: dict, what: str) -> dict | None:
+    if not value:
+        return None
+    value = {} if value is True else dict(value)
+    bad = set(value) - set(defaults)
+    if bad:
+        from ..errors import UnknownOptionError
+        raise UnknownOptionError(f"{what}: unknown settings {sorted(bad)}; allowed: {sorted(defaults)}.")
+    return {**defaults, **value}
+
+
+class Evaluator:
+    def __init__(self, split, p: dict, device=None):
+        self.split, self.device = split, device or torch.device("cpu")
+        self.attack = _settings(p.get("attack"), ATTACK_DEFAULTS, "attack")
+        self.robust = _settings(p.get("robustness"), ROBUST_DEFAULTS, "robustness")
+        self.eval_model = None
+        if self.attack:
+            self.eval_model = build_classifier(p.get("eval_arch", "cnn"), split.num_classes, split.train.shape, 16, 11)
+            fit(self.eval_model, split.train, split.val, epochs=int(p.get("eval_epochs", 20)), seed=11,
+                device=self.device, progress=False, augment=Augment(flip=False))
+            self.eval_acc = _acc(self.eval_model, split.test)
+            self.generator = train_generator(split.public, self.attack["latent_dim"], self.attack["generator_epochs"],
+                                             seed=13, device=self.device)
+            self.train_images = split.train.images
+            self.train_labels = split.train.labels
+
+    def evaluate(self, model: nn.Module, row) -> tuple[dict, dict | None]:
+        out, example = {}, None
+        model = model.to(self.device).eval()
+        if self.attack:
+            a = self.attack
+            if row.defense == "permuted":
+                out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
+            res = GenerativeInversion(self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
+                                      lr=a["lr"], finals=a["finals"], seed=row.seed).run(model, self.split.num_classes,
+                                                                                            a["classes"])
+            met = evaluate_inversion(self.eval_model, res.images, res.targets, self.train_images, self.train_labels)
+            out["attack"] = {**met.to_dict(), "seconds": res.seconds}
+            example = {"images": res.images, "targets": res.targets}
+            if a["baseline"]:
+                base = GradientInversion(steps=a["baseline_steps"], per_class=a["finals"], seed=row.seed).run(
+                    model, self.split.train.shape, self.split.num_classes, a["classes"])
+                bm = evaluate_inversion(self.eval_model, base.images, base.targets, self.train_images, self.train_labels)
+                out["baseline"] = {**bm.to_dict(), "seconds": base.seconds}
+        if self.robust:
+            r = self.robust
+            n = min(int(r["n"]), len(self.split.test))
+            x, y = self.split.test.images[:n], self.split.test.labels[:n]
+            out["robust"] = {f"{float(e):g}": robust_accuracy(model, x, y, float(e), attacks=r["attacks"],
+                                                               steps=int(r["steps"]), n_queries=int(r["n_queries"]),
+                                                               seed=row.seed).to_dict() for e in r["eps"]}
+        out["hsic"] = layer_hsic(model, self.split.train.images[:128])
+        return out, example
+
+
+def _acc(model, data) -> float:
+    from .mia import accuracy
+    return accuracy(model, data)
+
+
+@torch.no_grad()
+def layer_hsic(model: nn.Module, x: torch.Tensor) -> dict:
+    """HSIC(X, Z_j) at the model's ``hsic_layers`` (BiDO's estimator, σ = 5) on one batch; {} if none."""
+    inner = model[-1] if isinstance(model, nn.Sequential) and hasattr(model[-1], "hsic_layers") else model
+    layers = getattr(inner, "hsic_layers", None)
+    if not layers:
+        return {}
+    store = {}
+    handles = [inner.get_submodule(n).register_forward_hook(lambda m, i, o, n=n: store.__setitem__(n, o)) for n in layers]
+    try:
+        model(x.to(next(model.parameters()).device))
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: float(hsic(x.to(store[n].device), store[n])) for n in layers}
+
+
+def analyse(rows, p: dict) -> dict:
+    """OLS (HC2) / Beta regressions of AttAcc@1, the cost of privacy, and the randomised experiment."""
+    from ..stats import beta_regression, cost_of_privacy, ols, treatment_effect
+
+    out: dict = {}
+    scored = [r for r in rows if "attack" in r.evaluation and r.defense != "permuted"]
+    if not scored:
+        return out
+    y = [r.evaluation["attack"]["att_acc1"] for r in scored]
+    # the randomised experiment (appendix H): AT-AT (treated) vs NoDef (control) units
+    units = [(r, 1.0 if r.defense == "atat" else 0.0) for r in scored if r.defense in ("atat", "nodef")]
+    if sum(d for _, d in units) >= 2 and sum(1 - d for _, d in units) >= 2:
+        try:
+            te = treatment_effect([r.evaluation["attack"]["att_acc1"] for r, _ in units], [d for _, d in units])
+            out["treatment"] = te.to_dict()
+            tacc = {d: [r.test_acc for r, dd in units if dd == d] for d in (0.0, 1.0)}
+            out["treatment"]["test_acc_control"] = sum(tacc[0.0]) / len(tacc[0.0])
+            out["treatment"]["test_acc_treated"] = sum(tacc[1.0]) / len(tacc[1.0])
+        except ReconguardError as exc:
+            out["treatment_error"] = str(exc)
+    # the tradeoff regressions (section 4): leakage on clean accuracy and robust accuracies
+    if all("robust" in r.evaluation for r in scored):
+        eps = [e for e in scored[0].evaluation["robust"] if all(e in r.evaluation["robust"] for r in scored)]
+        cols, names = [[r.test_acc for r in scored]], ["test_acc"]
+        for e in eps:
+            col = [r.evaluation["robust"][e]["worst"] for r in scored]
+            if max(col) - min(col) > 1e-9:
+                cols.append(col)
+                names.append(f"robust_eps={e}")
+        X = list(zip(*cols))
+        if len(scored) > len(names) + 2:
+            fits = {}
+            for kind, fn in (("ols_hc2", lambda: ols(y, X, "HC2", names=names)),
+                             ("beta", lambda: beta_regression(y, X, names=names))):
+                try:
+                    fits[kind] = fn()
+                    out[kind] = fits[kind].to_dict()
+                except (ReconguardError, ValueError, RuntimeError, ArithmeticError) as exc:
+                    out[f"{kind}_error"] = str(exc)
+            if "beta" in fits:
+                out["cost_of_privacy"] = {n: cost_of_privacy(fits["beta"], n).to_dict() for n in names[1:]}
+        else:
+            out["regression_note"] = (f"{len(scored)} models for {len(names) + 1} parameters: too few to fit the "
+                                      "tradeoff regression (add defenses or seeds)")
+    return out
