@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/instahide.py
 	$(PY) benchmarks/atat.py
 	$(PY) benchmarks/inversion.py
+	$(PY) benchmarks/carlini.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -27,6 +27,12 @@ def test_uncover_public_with_a_random_public_pool(digits28):
     r = PublicUncoverAttack(pool, k).run(mixed, pidx, priv, (1, 28, 28))
     assert r.found_all >= 0.6            # measured 0.71
     assert float((r.ssim >= 0.8).float().mean()) >= 0.85  # measured 0.92
+    # the misses are the mixes where a public image has a tiny weight: with every public coefficient
+    # ≥ 0.05 (63% of Dirichlet(1) draws here) all k − 1 are found for ≥ 90% (measured 0.953); a weight of
+    # 0.02 puts the image's score at the level of the pool's largest spurious correlation with the private digit
+    found = (r.indices.sort(1).values == pidx.sort(1).values).all(1)
+    clear = lam[:, 1:].min(1).values >= 0.05
+    assert float(found[clear].float().mean()) >= 0.9
     with pytest.raises(errors.ShapeError):
         uncover_public(mixed, torch.rand(10, 1, 8, 8), k)
 
@@ -42,6 +48,13 @@ def test_pairs_sharing_an_image_score_higher(digits28):
     assert r.auc > 0.7                                    # measured 0.78 (the issue asks ≥ 0.95: not met yet)
     whitened = PairAttack(reference=digits28.images[300:]).run(mixed, share)
     assert whitened.auc > r.auc                           # measured 0.85
+    # the hard pairs are those where the shared image has a small weight in one of the two mixes: among pairs
+    # whose shared image weighs ≥ 0.2 in both (65% of sharing pairs), AUC ≥ 0.95 (measured 0.978)
+    from sklearn.metrics import roc_auc_score
+    w = lam[:, 0]
+    off = ~torch.eye(200, dtype=torch.bool)
+    sel = off & (((w[:, None] >= 0.2) & (w[None, :] >= 0.2)) | ~share)
+    assert roc_auc_score(share[sel].numpy(), whitened.scores[sel].numpy()) >= 0.95
     with pytest.raises(errors.ParameterError):
         PairAttack().run(mixed, torch.ones(200, 200, dtype=torch.bool))
 
@@ -101,3 +114,33 @@ def test_averaging_and_demasking(digits28):
     assert d.sign_accuracy > 0.6 and d.flipped_recovered > 0.5             # measured 0.87 / 0.87
     with pytest.raises(errors.ParameterError):
         AveragingAttack(strong=True).run(E, None)
+
+
+def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
+    """Item 3: n = 20 private digits, T = 25 encryptions each, k = 4 (inside, soft labels released).
+    The attacker's public digits are disjoint from the challenge."""
+    import numpy as np
+
+    from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
+    from reconguard.encoders import InstaHide
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    private, public = perm[:1000], perm[1000:]
+    make_challenge(InstaHide(k=4), d.images[private], d.labels[private], 20, 25, tmp_path / "c", tmp_path / "t", seed=2)
+    enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+    r = CarliniAttack(4, 20).run(enc, labels, d.images[public])
+    score = score_challenge(r.images, tmp_path / "t")
+    assert r.images.shape == (20, 1, 8, 8)
+    assert score.recovered_ssim_ge_05 >= 0.85  # measured 1.0 here; 0.9–1.0 over other challenges
+    assert score.ssim_mean >= 0.6              # measured 0.66 here; 0.66–0.99 over other challenges
+    # with the true mixing matrix the lifting is exact
+    from reconguard.attacks.instahide.carlini import lift
+    x = InstaHide.normalize_images(d.images[:6], ((0.3,), (0.4,))).reshape(6, -1).double()
+    A = torch.rand(40, 6, dtype=torch.float64) * (torch.rand(40, 6) < 0.6)
+    prior = x.mean(0)
+    assert torch.allclose(lift(A, (A @ x).abs(), prior).abs(), x.abs(), atol=1e-6)
+    with pytest.raises(errors.ParameterError, match="sum to 1"):
+        CarliniAttack(4, 20).run(enc, labels * 0.5, d.images[public])
+    with pytest.raises(errors.ParameterError, match="needs N"):
+        CarliniAttack(4, 60).run(enc[:100], labels[:100], d.images[public])

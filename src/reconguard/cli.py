@@ -396,6 +396,65 @@ def _cmd_score(args) -> int:
     return 0
 
 
+def _cmd_instahide_attack(args) -> int:
+    """Attack a challenge folder written by `instahide challenge` (encryptions.npy, labels.npy)."""
+    import numpy as np
+    import torch
+
+    from .attacks.instahide import AveragingAttack, CarliniAttack, Demasker, ks_test, score_challenge
+    from .encoders import InstaHide
+    from .errors import DataFileNotFoundError, ParameterError
+
+    folder = Path(args.challenge)
+    files = {name: folder / f"{name}.npy" for name in ("encryptions", "labels")}
+    for f in files.values():
+        if not f.is_file():
+            raise DataFileNotFoundError(f"{f} does not exist (write a challenge with `reconguard instahide challenge`).")
+    enc, labels = torch.from_numpy(np.load(files["encryptions"])), torch.from_numpy(np.load(files["labels"]))
+    public = _labelled_data(args.public, enc.shape[-1] if args.public == "digits" else None, args.public_root).images
+    stats = InstaHide(args.k).channel_stats(public)
+    out = Path(args.out or folder.parent / f"{folder.name}-{args.method}.npy")
+    if args.method == "ks":
+        if not args.truth:
+            raise ParameterError("the KS test groups encryptions by their private image: give --truth DIR.")
+        owner = torch.from_numpy(np.load(Path(args.truth) / "assignment.npy"))
+        T = int(torch.bincount(owner).min())
+        grouped = torch.stack([enc[owner == i][:T] for i in owner.unique()])
+        r = ks_test(grouped)
+        print(f"KS statistic, one image's encryptions vs all: {r.statistic_all:.3f} (p {r.pvalue_all:.3g}); "
+              f"vs the others': {r.statistic_other:.3f} (p {r.pvalue_other:.3g})  [{r.n_images} images × {r.n_encryptions}]")
+        return 0
+    if args.method == "carlini":
+        if args.n is None:
+            raise ParameterError("carlini needs --n, the number of private images in the challenge.")
+        r = CarliniAttack(args.k, args.n, restarts=args.restarts, progress=not args.quiet).run(enc, labels, public)
+        images = r.images
+        print(f"Carlini et al. (lifting + label-constrained assignment): {len(images)} images in {r.seconds:.1f} s, "
+              f"residual {r.residual:.4g}")
+    else:
+        e = enc
+        if args.demask:
+            mixes = InstaHide(args.k).encrypt(public, seed=args.seed, stats=stats)
+            dm = Demasker(e.shape[1], seed=args.seed)
+            dm.fit(mixes.images * mixes.key.mask)
+            e = dm.run(e).demasked
+        lam = float(labels.max(1).values.mean()) if labels.ndim == 2 else None
+        r = AveragingAttack(strong=False, m=args.m, own_coefficient=lam).run(e, k=args.k)
+        mean = torch.tensor(stats[0]).reshape(1, -1, 1, 1)
+        std = torch.tensor(stats[1]).reshape(1, -1, 1, 1)
+        images = (r.estimates.float() * std + mean).clamp(0, 1)
+        print(f"weak averaging{' after demasking' if args.demask else ''} (top-{args.m}): {len(images)} estimates")
+    from .io import atomic_file
+    with atomic_file(out) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, images.numpy())
+    print(f"recovered images → {out}")
+    if args.truth:
+        sc = score_challenge(images, args.truth)
+        print(f"best-matching SSIM: max {sc.ssim_max:.3f}, mean {sc.ssim_mean:.3f}; "
+              f"{100 * sc.recovered_ssim_ge_05:.0f}% of the {sc.n_true} private images with SSIM ≥ 0.5")
+    return 0
+
+
 def _cmd_gradient_matching(args) -> int:
     from .attacks.gradients import GradientMatching, model_gradients
     from .encoders import InstaHide
@@ -546,6 +605,22 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--public", default="samples")
     sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
     sp.set_defaults(func=_cmd_challenge)
+    sp = isub.add_parser("attack", help="attack a challenge: carlini (lifting), averaging (weak, optional demasking), ks")
+    sp.add_argument("method", choices=["carlini", "averaging", "ks"])
+    sp.add_argument("--challenge", required=True, help="folder with encryptions.npy and labels.npy")
+    sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
+    sp.add_argument("--k", type=int, default=4, help="images per mix")
+    sp.add_argument("--n", type=int, help="carlini: the number of private images")
+    sp.add_argument("--restarts", type=int, default=4, help="carlini: random restarts of the assignment")
+    sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
+    sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
+    sp.add_argument("--public", choices=["digits", "mnist", "cifar10"], default="digits",
+                    help="the attacker's own data of the same kind (signs, statistics, demasker training)")
+    sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_instahide_attack)
     sp = isub.add_parser("score", help="score recovered images against a challenge's ground truth")
     sp.add_argument("--recovered", required=True, help=".npy of recovered images (N×C×H×W, [0, 1])")
     sp.add_argument("--truth", required=True, help="the challenge's truth folder")
