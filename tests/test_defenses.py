@@ -288,3 +288,18 @@ def test_cli_train_and_reload(tmp_path, capsys):
                  "--out", str(tmp_path / "bad")]) == 2
     assert "--lambda does not apply to --defense mid" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_fit_under_torch_distributed(split, tmp_path):
+    """torchrun-ready: with a process group, fit wraps the model in DDP and shards the data."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = build_classifier("resnet18", 5, (1, 16, 16), 8)
+        result = fit(model, split.train, split.val, epochs=2, progress=False, defense=NegLS(),
+                     checkpoint=tmp_path / "ckpt.pt")
+    finally:
+        dist.destroy_process_group()
+    assert result.epochs_run == 2 and (tmp_path / "ckpt.pt").is_file()
+    assert not isinstance(model, torch.nn.parallel.DistributedDataParallel)  # the user's module comes back unwrapped

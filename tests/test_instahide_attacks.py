@@ -144,3 +144,16 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
         CarliniAttack(4, 20).run(enc, labels * 0.5, d.images[public])
     with pytest.raises(errors.ParameterError, match="needs N"):
         CarliniAttack(4, 60).run(enc[:100], labels[:100], d.images[public])
+
+
+def test_instahide_attacks_smoke_recipe(tmp_path):
+    from reconguard.report import run_to_report, summary_text
+
+    result, out = run_to_report("instahide-attacks", "smoke", tmp_path / "ia", progress=False)
+    attacks = [r.attack for r in result.rows]
+    assert attacks == ["carlini", "averaging", "demask-averaging", "ks"]  # pairs: Mixup only
+    demask = next(r for r in result.rows if r.attack == "demask-averaging")
+    plain = next(r for r in result.rows if r.attack == "averaging")
+    assert demask.ssim_mean > plain.ssim_mean  # the mask defeats plain averaging; demasking undoes it
+    assert (out / "report.html").is_file() and (out / "grid_0.png").is_file()
+    assert "carlini" in summary_text(result, out)

@@ -1,6 +1,6 @@
 """Recipes: YAML files that name an experiment, its parameters and its presets.
 
-A recipe has ``name``, ``title``, ``kind`` (``sweep``, ``instahide-accuracy``, ``mia``), ``params`` (shared) and ``presets`` (``smoke``
+A recipe has ``name``, ``title``, ``kind`` (``sweep``, ``instahide-accuracy``, ``instahide-attacks``, ``mia``), ``params`` (shared) and ``presets`` (``smoke``
 for tests, ``cpu`` for 2 cores, ``paper`` for a GPU; each overrides ``params``). Built-in recipes
 ship in ``reconguard/experiments/recipes`` and run by name; a user's own YAML runs by path.
 """
@@ -28,6 +28,7 @@ _PARAM_KEYS = {
               "train_epochs", "n_examples", "lpips"},
     "instahide-accuracy": {"dataset", "size", "root", "methods", "epochs", "T", "own_floor", "public", "dp", "lr",
                            "seed", "n"},
+    "instahide-attacks": {"size", "n", "T", "schemes", "attacks", "seed", "m", "demask_epochs"},
     "mia": {"dataset", "root", "public_root", "size", "split_seed", "arch", "width", "epochs", "lr", "seeds", "defenses",
             "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "randomised"},
 }
@@ -85,6 +86,12 @@ def _check_params(params: dict, source: str, kind: str = "sweep") -> None:
         from .mia import plan_jobs
         plan_jobs(params)
         return
+    if kind == "instahide-attacks":
+        from .instahide_attacks import ATTACKS as SUITE
+        bad = set(params.get("attacks") or []) - set(SUITE)
+        if bad:
+            raise UnknownOptionError(f"recipe {source}: unknown attacks {sorted(bad)}; known: {SUITE}.")
+        return
     for name, cfg in (params.get("datasets") or {}).items():
         if name not in DATASET_KEYS:
             raise UnknownOptionError(f"recipe {source}: unknown dataset {name!r}; known: {sorted(DATASET_KEYS)}.")
@@ -118,6 +125,19 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     if recipe["kind"] == "mia":
         from .mia import run_mia
         return run_mia(recipe, preset, p, progress, device)
+    if recipe["kind"] == "instahide-attacks":
+        from .instahide_attacks import AttackSuiteResult, run_attacks
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(p.get("schemes") or [1]), desc=recipe["name"], unit="scheme")
+        start = time.perf_counter()
+        try:
+            rows, examples = run_attacks(p, bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        return AttackSuiteResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, examples)
     datasets = p.get("datasets") or {"gaussian": {}}
     encoders = expand_encoders(p.get("encoders") or [])
     if not encoders:

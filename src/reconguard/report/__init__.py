@@ -12,6 +12,9 @@ def summary_text(result, out_dir=None) -> str:
     if hasattr(result, "analysis"):
         from .mia import mia_summary
         return mia_summary(result, out_dir)
+    if not hasattr(result, "points") and hasattr(result, "examples"):
+        from .attacks import attacks_summary
+        return attacks_summary(result, out_dir)
     return _sweep_summary(result, out_dir) if hasattr(result, "points") else accuracy_summary(result, out_dir)
 
 

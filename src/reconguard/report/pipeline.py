@@ -21,6 +21,17 @@ def write_report(result, out_dir: str | Path) -> Path:
             figures = write_mia_report(result, tmp, _private_examples(result))
             write_text_atomic(tmp / "report.html", render_mia_html(result, figures))
         return out_dir
+    if not hasattr(result, "points") and hasattr(result, "examples"):  # the attack suite on challenges
+        from .attacks import plot_attack_grid, render_attacks_html
+
+        with atomic_directory(out_dir) as tmp:
+            write_json_atomic(tmp / "results.json", result)
+            figures = []
+            for i, (label, ex) in enumerate(result.examples.items()):
+                figures.append((f"{label}: original | reconstructions",
+                                plot_attack_grid(label, ex, tmp / f"grid_{i}.png").name))
+            write_text_atomic(tmp / "report.html", render_attacks_html(result, figures))
+        return out_dir
     if not hasattr(result, "points"):  # an accuracy experiment
         from .accuracy import plot_accuracy, render_accuracy_html
 

@@ -1,0 +1,63 @@
+"""Report pieces for the attack suite on Mixup / InstaHide challenges: a table and, per scheme, a grid of
+original | best-matching reconstruction by each attack."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from .html import _CSS, fmt
+from .plots import _save, plt
+
+
+def plot_attack_grid(label: str, example: dict, path, columns: int = 10) -> Path:
+    rows = ["truth"] + [k for k in example if k != "truth"]
+    n = min(columns, len(example["truth"]))
+    fig, axes = plt.subplots(len(rows), n, figsize=(0.9 * n + 1.2, 0.95 * len(rows) + 0.4), squeeze=False)
+    for i, name in enumerate(rows):
+        for j in range(n):
+            img = example[name][j]
+            axes[i, j].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray", vmin=0, vmax=1)
+            axes[i, j].set_xticks([])
+            axes[i, j].set_yticks([])
+        axes[i, 0].set_ylabel(name, fontsize=7)
+    fig.suptitle(f"{label}: private images and their best matches", fontsize=9)
+    return _save(fig, path)
+
+
+def render_attacks_html(result, figures) -> str:
+    head = ["scheme", "mode", "k", "attack", "SSIM max", "SSIM mean", "recovered (SSIM ≥ 0.5)", "other", "seconds"]
+    body = []
+    for r in result.rows:
+        other = ", ".join(f"{k} {fmt(v)}" for k, v in r.extra.items())
+        cells = [r.scheme, r.mode, r.k, r.attack, fmt(r.ssim_max), fmt(r.ssim_mean),
+                 "—" if r.recovered is None else f"{100 * r.recovered:.0f}%", other, f"{r.seconds:.1f}"]
+        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
+                     f"</figcaption></figure>" for c, f in figures)
+    s = result.settings
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.title)}</title>
+<style>{_CSS}</style></head><body>
+<h1>{html.escape(result.title)}</h1>
+<p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>; {s.get('n')} private
+images × {s.get('T')} encryptions per scheme; {result.elapsed_s:.0f} s. Scores: for each private image, the best SSIM among
+the attack's outputs.</p>
+<table><tr>{"".join(f"<th>{html.escape(h)}</th>" for h in head)}</tr>{"".join(body)}</table>
+{figs}
+<p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
+</body></html>
+"""
+
+
+def attacks_summary(result, out_dir=None) -> str:
+    lines = [result.title, f"  recipe {result.recipe} · preset {result.preset} · {result.elapsed_s:.0f} s"]
+    for r in result.rows:
+        if r.ssim_mean is not None:
+            lines.append(f"  {r.scheme:9s} {r.mode:6s} k={r.k}  {r.attack:17s} SSIM mean {r.ssim_mean:.3f}  max "
+                         f"{r.ssim_max:.3f}  recovered {100 * r.recovered:.0f}%")
+        else:
+            lines.append(f"  {r.scheme:9s} {r.mode:6s} k={r.k}  {r.attack:17s} "
+                         + ", ".join(f"{k} {fmt(v)}" for k, v in r.extra.items()))
+    if out_dir is not None:
+        lines.append(f"  report: {out_dir}/report.html   data: {out_dir}/results.json")
+    return "\n".join(lines)
