@@ -66,8 +66,8 @@ def plot_leakage(result, path) -> Path:
             continue
         xs = [r.test_acc for r in rows]
         ys = [r.evaluation["attack"]["att_acc1"] for r in rows]
-        lo = [y - r.evaluation["attack"]["att_acc1_ci"][0] for y, r in zip(ys, rows)]
-        hi = [r.evaluation["attack"]["att_acc1_ci"][1] - y for y, r in zip(ys, rows)]
+        lo = [max(0.0, y - r.evaluation["attack"]["att_acc1_ci"][0]) for y, r in zip(ys, rows)]
+        hi = [max(0.0, r.evaluation["attack"]["att_acc1_ci"][1] - y) for y, r in zip(ys, rows)]
         style = "*" if label.startswith("atat") else "o"
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color="tab:red" if label.startswith("atat") else c,
                     ms=9 if style == "*" else 6, capsize=2, label=label)

@@ -167,7 +167,9 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    lo = 0.0 if successes == 0 else max(0.0, min(p, center - half))  # exact ends at 0 / n, no rounding past p̂
+    hi = 1.0 if successes == n else min(1.0, max(p, center + half))
+    return lo, hi
 
 
 @dataclass(frozen=True)
