@@ -24,7 +24,7 @@ from ..attacks.instahide import AveragingAttack, CarliniAttack, Demasker, PairAt
 from ..data import load_digits
 from ..encoders import InstaHide, Mixup
 from ..encoders.instahide import paper_c1
-from ..errors import UnknownOptionError
+from ..errors import ReconguardError, UnknownOptionError
 from ..results import RecipeResult, Result
 
 ATTACKS = ("carlini", "averaging", "demask-averaging", "ks", "pairs")
@@ -100,14 +100,18 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
                 if attack == "carlini":
                     if spec.get("mode", "inside") == "cross":
                         continue  # public images in every mix: not modelled (see the attack's docstring)
-                    r = CarliniAttack(scheme.k, n, c1=scheme.c1).run(enc, labels, own.images)
-                    images, extra = r.images, {"residual": r.residual}
+                    try:
+                        r = CarliniAttack(scheme.k, n, c1=scheme.c1).run(enc, labels, own.images)
+                        images, extra = r.images, {"residual": r.residual}
+                    except ReconguardError as exc:  # e.g. the assignment search is too large for this k
+                        extra = {"not run": str(exc)}
                 elif attack in ("averaging", "demask-averaging"):
                     e = enc
                     if attack == "demask-averaging":
                         if not scheme.masked:
                             continue
-                        mixes = scheme.encrypt(own.images, own.labels, seed=1, stats=stats)
+                        m_own = int(p.get("demask_images", len(own)))
+                        mixes = scheme.encrypt(own.images[:m_own], own.labels[:m_own], seed=1, stats=stats)
                         dm = Demasker(enc.shape[1], epochs=int(p.get("demask_epochs", 10)), seed=0)
                         dm.fit(mixes.images * mixes.key.mask)
                         e = dm.run(enc).demasked

@@ -79,12 +79,13 @@ def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Te
 
 class CarliniAttack:
     def __init__(self, k: int, n: int | None = None, restarts: int = 4, max_iter: int = 60, split_grid: int = 5,
-                 c1: float = 0.65, anneal_restarts: int = 2, seed: int = 0, progress: bool = False):
+                 c1: float = 0.65, anneal_restarts: int = 2, max_options: int = 500_000, seed: int = 0,
+                 progress: bool = False):
         self.k = check_positive_int(k, "k")
         self.n = check_positive_int(n, "n") if n is not None else None
         self.restarts, self.max_iter = check_positive_int(restarts, "restarts"), check_positive_int(max_iter, "max_iter")
         self.split_grid, self.c1, self.seed, self.progress = split_grid, c1, seed, progress
-        self.anneal_restarts = int(anneal_restarts)
+        self.anneal_restarts, self.max_options = int(anneal_restarts), int(max_options)
 
     def _options(self, label: torch.Tensor, members: dict, n_hat: int) -> torch.Tensor:
         """Every label-consistent mixing row: k members in all, per-class masses split on a grid."""
@@ -182,7 +183,13 @@ class CarliniAttack:
                                  f"(needs N ≥ n(n+1)/2 = {n_hat * (n_hat + 1) // 2}).")
         stats = InstaHide(k=self.k).channel_stats(public)
         prior = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64).mean(0)
-        options = [self._options(L[t], members, n_hat) for t in range(N)]
+        options, total = [], 0
+        for t in range(N):
+            options.append(self._options(L[t], members, n_hat))
+            total += len(options[-1])
+            if total > self.max_options:
+                raise ParameterError(f"more than {self.max_options:,} label-consistent assignments (k={self.k}, "
+                                     f"n={n_hat}): the search is too large; use fewer images per class or raise max_options.")
         flat = torch.cat(options)  # every option of every encryption, with its encryption's index
         owner = torch.cat([torch.full((len(o),), t) for t, o in enumerate(options)])
         offsets = torch.tensor([0] + [len(o) for o in options]).cumsum(0)[:-1]
