@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .html import _CSS, fmt
+from .html import figures_html, fmt, page_start, row_html
 from .plots import _save, plt
 
 
@@ -47,13 +47,10 @@ def render_accuracy_html(result, figures) -> str:
         delta = "—" if vanilla is None or r.method == "vanilla" else f"{100 * (best - vanilla):+.1f} pts"
         cells = [r.method, r.k, r.mode if r.method == "instahide" else "—", fmt(r.acc_plain), fmt(r.acc_T1),
                  fmt(r.acc_T), delta, fmt(r.epsilon), r.epochs, f"{r.seconds:.0f}"]
-        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
-                     f"</figcaption></figure>" for c, f in figures)
+        body.append(row_html(cells))
+    figs = figures_html(figures)
     s = result.settings
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.title)}</title>
-<style>{_CSS}</style></head><body>
-<h1>{html.escape(result.title)}</h1>
+    return f"""{page_start(result.title)}
 <p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>, dataset
 {html.escape(result.dataset)} ({result.n_train} train / {result.n_test} test), {result.elapsed_s:.0f} s.
 Encrypted inference averages the model's probabilities over T encryptions of each test image, mixed with other

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .html import _CSS, fmt
+from .html import figures_html, fmt, page_start, row_html
 from .plots import _save, plt
 
 
@@ -32,13 +32,10 @@ def render_attacks_html(result, figures) -> str:
         other = ", ".join(f"{k} {fmt(v)}" for k, v in r.extra.items())
         cells = [r.scheme, r.mode, r.k, r.attack, fmt(r.ssim_max), fmt(r.ssim_mean),
                  "—" if r.recovered is None else f"{100 * r.recovered:.0f}%", other, f"{r.seconds:.1f}"]
-        body.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
-                     f"</figcaption></figure>" for c, f in figures)
+        body.append(row_html(cells))
+    figs = figures_html(figures)
     s = result.settings
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.title)}</title>
-<style>{_CSS}</style></head><body>
-<h1>{html.escape(result.title)}</h1>
+    return f"""{page_start(result.title)}
 <p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>; {s.get('n')} private
 images × {s.get('T')} encryptions per scheme; {result.elapsed_s:.0f} s. Scores: for each private image, the best SSIM among
 the attack's outputs.</p>

@@ -12,6 +12,23 @@ th{background:#f3f3f3}td.l{text-align:left}.bad{background:#fdd}.ok{color:#171}i
 code{background:#f5f5f5;padding:1px 4px}.note{color:#555;font-size:14px}"""
 
 
+def page_start(title: str) -> str:
+    """The page's head (title, style) and its heading."""
+    return (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>\n"
+            f"<style>{_CSS}</style></head><body>\n<h1>{html.escape(title)}</h1>")
+
+
+def figures_html(figures) -> str:
+    """``<figure>`` blocks for (caption, file name) pairs."""
+    return "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
+                     f"</figcaption></figure>" for c, f in figures)
+
+
+def row_html(cells) -> str:
+    """One table row of escaped cells."""
+    return "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>"
+
+
 def fmt(v) -> str:
     if v is None:
         return "—"
@@ -82,12 +99,9 @@ def render_html(result, figures: list[tuple[str, str]]) -> str:
                f"<p class='bad'>{result.violations} point(s) where an attack beat the bound — see rows marked NO."
                + (" A τ too large calls visible directions 'null' and overstates Corollary 2 (section 6.4.3)."
                   if len(set(p.tau for p in result.points if p.tau is not None)) > 1 else "") + "</p>")
-    figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
-                     f"</figcaption></figure>" for c, f in figures)
+    figs = figures_html(figures)
     settings = ", ".join(f"{k} = {html.escape(str(v))}" for k, v in s.items() if k != "values")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.title)}</title>
-<style>{_CSS}</style></head><body>
-<h1>{html.escape(result.title)}</h1>
+    return f"""{page_start(result.title)}
 <p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>,
 {len(result.points)} points in {result.elapsed_s:.1f} s. Settings: {settings}.</p>
 {verdict}

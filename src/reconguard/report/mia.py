@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .html import _CSS, fmt
+from .html import figures_html, fmt, page_start
 from .plots import _save, plt
 
 
@@ -168,8 +168,7 @@ def render_mia_html(result, figures) -> str:
             + ["seconds", "defense's own measure"])
     body = "".join("<tr>" + "".join(f"<td{' class=l' if i in (0, len(head) - 1) else ''}>{html.escape(str(c))}</td>"
                                     for i, c in enumerate(_row_cells(r, eps, layers))) + "</tr>" for r in result.rows)
-    figs = "\n".join(f"<figure><img src='{html.escape(f)}' alt='{html.escape(c)}'><figcaption>{html.escape(c)}"
-                     f"</figcaption></figure>" for c, f in figures)
+    figs = figures_html(figures)
     a = result.analysis
     parts = []
     if "treatment" in a:
@@ -195,9 +194,7 @@ def render_mia_html(result, figures) -> str:
                        f"{c['ci'][1]:.3g}]</td></tr>" for n, c in a["cost_of_privacy"].items())
         parts.append("<h3>Cost of privacy (appendix G): pp of robust accuracy per pp of leakage</h3>"
                      f"<table><tr><th>predictor</th><th>γ</th><th>95 % CI</th></tr>{rows}</table>")
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.title)}</title>
-<style>{_CSS}</style></head><body>
-<h1>{html.escape(result.title)}</h1>
+    return f"""{page_start(result.title)}
 <p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>; {html.escape(result.split)};
 {result.elapsed_s:.0f} s. Leakage: a generative-prior attack (PPA-style) whose generator saw only the public
 split, scored by an evaluation classifier of another architecture trained on the private set.</p>
