@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ..errors import ParameterError
@@ -28,3 +29,11 @@ def named_layers(model: nn.Module, layers) -> list[str]:
     for name in layers:
         submodule(model, name)
     return list(layers)
+
+
+def images_and_labels(data) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole dataset as two tensors (``.images`` / ``.labels`` when it has them)."""
+    if hasattr(data, "images") and hasattr(data, "labels"):
+        return data.images, data.labels
+    xs, ys = zip(*[(data[i][0], data[i][1]) for i in range(len(data))])
+    return torch.stack(xs), torch.as_tensor(ys)

@@ -9,10 +9,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
-
-def _labels(data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    xs, ys = zip(*[(data[i][0], data[i][1]) for i in range(len(data))])
-    return torch.stack(xs), torch.as_tensor(ys)
+from ._modules import images_and_labels
 
 
 class PermutedLabels:
@@ -25,7 +22,7 @@ class PermutedLabels:
 
     def on_epoch(self, train: Dataset, epoch: int) -> Dataset:
         if self._data is None:
-            x, y = _labels(train)
+            x, y = images_and_labels(train)
             g = torch.Generator().manual_seed(self.seed)
             self.permutation = torch.randperm(len(y), generator=g)
             self._data = TensorDataset(x, y[self.permutation])

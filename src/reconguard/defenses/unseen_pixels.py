@@ -24,6 +24,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from ..checks import check_positive_int, check_scalar
 from ..errors import ParameterError
+from ._modules import images_and_labels
 
 
 class MaskLayer(nn.Module):
@@ -69,13 +70,6 @@ class _MaskStage:
             with torch.no_grad():
                 keep = (self.layer.group_norm() > t).to(self.layer.theta.dtype)
                 self.layer.theta.mul_(keep)
-
-
-def _images_labels(data: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    if hasattr(data, "images") and hasattr(data, "labels"):
-        return data.images, data.labels
-    xs, ys = zip(*[(data[i][0], data[i][1]) for i in range(len(data))])
-    return torch.stack(xs), torch.as_tensor(ys)
 
 
 class UnseenPixels:
@@ -127,7 +121,7 @@ class UnseenPixels:
         return model
 
     def _masked(self, data: Dataset) -> Dataset:
-        x, y = _images_labels(data)
+        x, y = images_and_labels(data)
         return TensorDataset(x * self.mask, y)
 
     def on_epoch(self, train: Dataset, epoch: int) -> Dataset:

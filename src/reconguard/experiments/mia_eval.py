@@ -50,7 +50,8 @@ class Evaluator:
             self.eval_model = build_classifier(p.get("eval_arch", "cnn"), split.num_classes, split.train.shape, 16, 11)
             fit(self.eval_model, split.train, split.val, epochs=int(p.get("eval_epochs", 20)), seed=11,
                 device=self.device, progress=False, augment=Augment(flip=False))
-            self.eval_acc = _acc(self.eval_model, split.test)
+            from .mia import accuracy
+            self.eval_acc = accuracy(self.eval_model, split.test)
             self.generator = train_generator(split.public, self.attack["latent_dim"], self.attack["generator_epochs"],
                                              seed=13, device=self.device)
             self.train_images = split.train.images
@@ -83,11 +84,6 @@ class Evaluator:
                                                                seed=row.seed).to_dict() for e in r["eps"]}
         out["hsic"] = layer_hsic(model, self.split.train.images[:128])
         return out, example
-
-
-def _acc(model, data) -> float:
-    from .mia import accuracy
-    return accuracy(model, data)
 
 
 @torch.no_grad()
