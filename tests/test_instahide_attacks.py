@@ -146,12 +146,92 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
         CarliniAttack(4, 60).run(enc[:100], labels[:100], d.images[public])
 
 
+def _cross_challenge(tmp_path, k, seed):
+    import numpy as np
+
+    from reconguard.attacks.instahide import make_challenge
+    from reconguard.encoders import InstaHide
+    from reconguard.encoders.instahide import paper_c1
+    from reconguard.experiments.instahide import public_pool
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    private, own = perm[:1000], perm[1000:]
+    pool = public_pool("samples", d.images.shape[1:])
+    scheme = InstaHide(k, c1=paper_c1(k), mode="cross", public=pool)
+    make_challenge(scheme, d.images[private], d.labels[private], 20, 25, tmp_path / "c", tmp_path / "t", seed=seed)
+    enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+    return scheme, enc, labels, d.images[own], pool.get(torch.arange(1000))
+
+
+def test_carlini_attack_cross_dataset_with_and_without_labels(tmp_path):
+    """Cross-dataset InstaHide (2 private + k − 2 unknown public images per mix), n = 20, T = 25: with the
+    released labels (k = 6) and without them (k = 4, the coefficients searched on a grid)."""
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
+    from reconguard.encoders.instahide import paper_c1
+
+    scheme, enc, labels, own, noise = _cross_challenge(tmp_path / "k6", 6, 0)
+    r = CarliniAttack(6, 20, c1=paper_c1(6), mode="cross").run(enc, labels, own, noise_images=noise)
+    score = score_challenge(r.images, tmp_path / "k6" / "t")
+    assert score.recovered_ssim_ge_05 >= 0.9 and score.ssim_mean >= 0.85  # measured 1.0 / 0.97–0.98 (3 seeds)
+    scheme, enc, labels, own, noise = _cross_challenge(tmp_path / "k4", 4, 0)
+    r = CarliniAttack(4, 20, c1=paper_c1(4), mode="cross", restarts=3, anneal_restarts=0).run(
+        enc, None, own, noise_images=noise)
+    score = score_challenge(r.images, tmp_path / "k4" / "t")
+    assert score.recovered_ssim_ge_05 >= 0.85 and score.ssim_mean >= 0.65  # measured 1.0 / 0.78–0.83
+    assert (r.classes == -1).all() and r.mixing.shape == (500, 20)
+    with pytest.raises(errors.ParameterError, match="label-free inside"):
+        CarliniAttack(4, 20).run(enc, None, own)
+    with pytest.raises(errors.ParameterError, match="mode='cross'"):
+        CarliniAttack(4, 20).run(enc, labels, own)  # cross labels do not sum to 1
+    with pytest.raises(errors.ShapeError, match="similarity"):
+        CarliniAttack(4, 20, mode="cross").run(enc, labels, own, similarity=torch.zeros(3, 3))
+
+
+def test_similarity_network_and_clustering(tmp_path):
+    """Carlini's steps (1)–(2): the clustering recovers the exact membership from exact pair scores; the
+    attacker's network, trained on its own encryptions only, scores sharing pairs above chance."""
+    import numpy as np
+    from scipy.optimize import linear_sum_assignment
+
+    from reconguard.attacks.instahide import SimilarityNetwork, cluster_encryptions
+    from reconguard.attacks.instahide.similarity import _share_matrix
+
+    g = torch.Generator().manual_seed(0)
+    M = torch.zeros(300, 15)
+    for t in range(300):
+        M[t, torch.randperm(15, generator=g)[:2]] = 1
+    Mh = cluster_encryptions(((M @ M.T) > 0).double(), 15, 2)
+    assert (Mh.sum(1) == 2).all()
+    C = (Mh.T @ M).numpy()
+    ri, ci = linear_sum_assignment(-C)
+    assert C[ri, ci].sum() == M.sum()  # every membership, up to the images' order
+    scheme, enc, labels, own, noise = _cross_challenge(tmp_path, 4, 1)
+    x = load_digits().images[:20]
+    E, Ms = [], []
+    for t in range(10):
+        e = scheme.encrypt(x, seed=100 + t)
+        E.append(e.images)
+        Ms.append(_share_matrix(e.key.partners, 2, 20))
+    M = torch.cat(Ms)
+    net = SimilarityNetwork(1, steps=300, seed=0)
+    net.fit(scheme, own)
+    r = net.run(torch.cat(E), ((M @ M.T) > 0).numpy())
+    assert r.scores.shape == (200, 200) and r.auc >= 0.65  # measured 0.75 at 400 steps (0.5 = chance)
+    with pytest.raises(errors.ParameterError, match="cannot fill a group"):
+        SimilarityNetwork(1, group_n=50).fit(scheme, own[:10])
+    with pytest.raises(errors.ShapeError, match="N×N"):
+        cluster_encryptions(np.zeros((3, 4)), 2, 1)
+
+
 def test_instahide_attacks_smoke_recipe(tmp_path):
     from reconguard.report import run_to_report, summary_text
 
     result, out = run_to_report("instahide-attacks", "smoke", tmp_path / "ia", progress=False)
     attacks = [r.attack for r in result.rows]
-    assert attacks == ["carlini", "averaging", "demask-averaging", "ks"]  # pairs: Mixup only
+    assert attacks == ["carlini", "carlini-label-free", "averaging", "demask-averaging", "ks"]  # pairs: Mixup only
+    free = next(r for r in result.rows if r.attack == "carlini-label-free")
+    assert "similarity_auc_same_owner" in free.extra and free.ssim_mean is not None
     demask = next(r for r in result.rows if r.attack == "demask-averaging")
     plain = next(r for r in result.rows if r.attack == "averaging")
     assert demask.ssim_mean > plain.ssim_mean  # the mask defeats plain averaging; demasking undoes it

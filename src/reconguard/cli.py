@@ -427,9 +427,26 @@ def _cmd_instahide_attack(args) -> int:
     if args.method == "carlini":
         if args.n is None:
             raise ParameterError("carlini needs --n, the number of private images in the challenge.")
-        r = CarliniAttack(args.k, args.n, restarts=args.restarts, progress=not args.quiet).run(enc, labels, public)
+        from .encoders.instahide import paper_c1
+        from .experiments.instahide import public_pool
+
+        pool = public_pool(args.pool, tuple(enc.shape[1:])) if args.mode == "cross" else None
+        noise = None
+        if pool is not None:
+            noise = pool.get(torch.arange(min(len(pool), 2000))) if hasattr(pool, "get") else pool[:2000]
+        similarity = None
+        if args.similarity_steps:
+            from .attacks.instahide import SimilarityNetwork
+            scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pool)
+            net = SimilarityNetwork(enc.shape[1], steps=args.similarity_steps, seed=args.seed, progress=not args.quiet)
+            net.fit(scheme, public)
+            similarity = net.scores(enc)
+        r = CarliniAttack(args.k, args.n, restarts=args.restarts, c1=paper_c1(args.k), mode=args.mode,
+                          seed=args.seed, progress=not args.quiet).run(
+            enc, None if args.label_free else labels, public, noise_images=noise, similarity=similarity)
         images = r.images
-        print(f"Carlini et al. (lifting + label-constrained assignment): {len(images)} images in {r.seconds:.1f} s, "
+        how = "label-free grid assignment" if args.label_free else "label-constrained assignment"
+        print(f"Carlini et al. (lifting + {how}, {args.mode}): {len(images)} images in {r.seconds:.1f} s, "
               f"residual {r.residual:.4g}")
     else:
         e = enc
@@ -612,6 +629,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--k", type=int, default=4, help="images per mix")
     sp.add_argument("--n", type=int, help="carlini: the number of private images")
     sp.add_argument("--restarts", type=int, default=4, help="carlini: random restarts of the assignment")
+    sp.add_argument("--mode", choices=["inside", "cross"], default="inside",
+                    help="carlini: the challenge's InstaHide mode (cross: public images in every mix)")
+    sp.add_argument("--pool", default="samples", help="carlini, cross mode: the public pool's kind (noise model; "
+                    "'samples' or a PatchStore folder)")
+    sp.add_argument("--label-free", action="store_true", help="carlini: ignore the released labels (coefficients "
+                    "searched on a grid)")
+    sp.add_argument("--similarity-steps", type=int, default=0, help="carlini: train the pair-similarity network for "
+                    "this many steps on the attacker's own encryptions and start one restart from its clustering")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
     sp.add_argument("--public", choices=["digits", "mnist", "cifar10"], default="digits",

@@ -4,7 +4,10 @@ T encryptions with fresh cryptographic keys, then each attack that applies, scor
 against the truth (kept apart from the attacker). The attacker's own digits are disjoint from the
 challenge.
 
-Attacks: ``carlini`` (lifting + label-constrained assignment; inside mode, where the soft labels sum to 1),
+Attacks: ``carlini`` (lifting + label-constrained assignment; inside and cross mode — in cross mode the
+public part of each mix is modelled as noise), ``carlini-label-free`` (the labels ignored: coefficients on
+a grid, plus one start from the clustering of a similarity network the attacker trains on its own
+encryptions, ``similarity_steps``),
 ``averaging`` (weak, top-m by |x̃| similarity), ``demask-averaging`` (a demasking network first; InstaHide),
 ``ks`` (appendix E.3: is one image's encryption distribution distinguishable?), ``pairs`` (shared-image
 detection AUC by inner products; Mixup).
@@ -20,14 +23,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attacks.instahide import AveragingAttack, CarliniAttack, Demasker, PairAttack, ks_test, make_challenge, score_challenge
+from ..attacks.instahide import (AveragingAttack, CarliniAttack, Demasker, PairAttack, SimilarityNetwork, ks_test,
+                                 make_challenge, score_challenge)
 from ..data import load_digits
 from ..encoders import InstaHide, Mixup
 from ..encoders.instahide import paper_c1
 from ..errors import ReconguardError, UnknownOptionError
 from ..results import RecipeResult, Result
 
-ATTACKS = ("carlini", "averaging", "demask-averaging", "ks", "pairs")
+ATTACKS = ("carlini", "carlini-label-free", "averaging", "demask-averaging", "ks", "pairs")
 
 
 @dataclass(frozen=True)
@@ -97,12 +101,23 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
             for attack in attacks:
                 start = time.perf_counter()
                 images, extra = None, {}
-                if attack == "carlini":
-                    if spec.get("mode", "inside") == "cross":
-                        continue  # public images in every mix: not modelled (see the attack's docstring)
+                if attack in ("carlini", "carlini-label-free"):
+                    free = attack == "carlini-label-free"
+                    mode = spec.get("mode", "inside")
+                    noise = pool.get(torch.arange(min(len(pool), 2000))) if mode == "cross" else None
                     try:
-                        r = CarliniAttack(scheme.k, n, c1=scheme.c1).run(enc, labels, own.images)
-                        images, extra = r.images, {"residual": r.residual}
+                        similarity = None
+                        if free and int(p.get("similarity_steps", 0)):
+                            net = SimilarityNetwork(enc.shape[1], steps=int(p["similarity_steps"]), seed=0)
+                            net.fit(scheme, own.images, stats=stats)
+                            sim = net.run(enc, owner[:, None] == owner[None, :])
+                            similarity = sim.scores
+                            if sim.auc is not None:
+                                extra["similarity_auc_same_owner"] = sim.auc
+                        r = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
+                                          restarts=int(p.get("restarts", 4))).run(
+                            enc, None if free else labels, own.images, noise_images=noise, similarity=similarity)
+                        images, extra = r.images, {**extra, "residual": r.residual}
                     except ReconguardError as exc:  # e.g. the assignment search is too large for this k
                         extra = {"not run": str(exc)}
                 elif attack in ("averaging", "demask-averaging"):

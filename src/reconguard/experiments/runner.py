@@ -28,7 +28,8 @@ _PARAM_KEYS = {
               "train_epochs", "n_examples", "lpips"},
     "instahide-accuracy": {"dataset", "size", "root", "methods", "epochs", "T", "own_floor", "public", "dp", "lr",
                            "seed", "n"},
-    "instahide-attacks": {"size", "n", "T", "schemes", "attacks", "seed", "m", "demask_epochs", "demask_images"},
+    "instahide-attacks": {"size", "n", "T", "schemes", "attacks", "seed", "m", "demask_epochs", "demask_images",
+                          "similarity_steps", "restarts"},
     "mia": {"dataset", "root", "public_root", "size", "split_seed", "arch", "width", "epochs", "lr", "seeds", "defenses",
             "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "randomised"},
 }

@@ -2,8 +2,9 @@
 
 from .averaging import AveragingAttack, AveragingResult
 from .carlini import CarliniAttack, CarliniResult
+from .similarity import SimilarityNetwork, SimilarityResult, cluster_encryptions
 from .demask import Demasker, DemaskResult
 from .measure import ChallengeScore, KSResult, ks_test, make_challenge, score_challenge
 from .mixup import PairAttack, PairResult, PublicUncoverAttack, UncoverResult, uncover_public
 
-__all__ = ["AveragingAttack", "AveragingResult", "CarliniAttack", "CarliniResult", "Demasker", "DemaskResult", "ChallengeScore", "KSResult", "ks_test", "make_challenge", "score_challenge", "PairAttack", "PairResult", "PublicUncoverAttack", "UncoverResult", "uncover_public"]
+__all__ = ["AveragingAttack", "AveragingResult", "CarliniAttack", "CarliniResult", "SimilarityNetwork", "SimilarityResult", "cluster_encryptions", "Demasker", "DemaskResult", "ChallengeScore", "KSResult", "ks_test", "make_challenge", "score_challenge", "PairAttack", "PairResult", "PublicUncoverAttack", "UncoverResult", "uncover_public"]

@@ -1,0 +1,164 @@
+"""Step (1)–(2) of Carlini et al.'s attack on InstaHide: a similarity network on |x̃| pairs, trained by
+the attacker on encryptions it makes itself, and the clustering of encryptions by shared private image.
+
+* ``SimilarityNetwork.fit(scheme, images)``: the attacker encrypts groups of its own images with the
+  scheme (``group_n`` images × ``group_T`` encryptions per group, fresh keys), so it knows which
+  encryptions share an image; an embedding CNN f on |x̃| and a symmetric head
+  h(|f(a) − f(b)|, f(a)·f(b)) are trained with binary cross-entropy on every pair of a group (positives
+  up-weighted to balance). ``scores(encryptions)`` is the N×N matrix of P(share an image).
+* ``cluster_encryptions(S, n, m)``: each encryption holds m of the n private images, so S ≈ M Mᵀ with
+  M ∈ {0, 1}^{N×n}, m ones per row. Symmetric NMF (S ≈ H Hᵀ, H ≥ 0, multiplicative updates), then each
+  row's m largest entries under a balanced assignment: every image gets N·m/n slots (each image is
+  mixed equally often), solved exactly as a linear assignment of the N·m (encryption, slot) pairs
+  (scipy's ``linear_sum_assignment``; an encryption may not take one image twice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ...checks import check_positive_int
+from ...errors import ParameterError, ShapeError
+from ...nn.init import seeded
+from ...results import Result
+
+
+class _PairNet(nn.Module):
+    def __init__(self, channels: int, width: int = 32, embedding: int = 64):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(channels, width, 3, padding=1), nn.GELU(),
+                               nn.Conv2d(width, width, 3, padding=1), nn.GELU(), nn.Flatten(),
+                               nn.LazyLinear(256), nn.GELU(), nn.Linear(256, embedding))
+        self.h = nn.Sequential(nn.Linear(2 * embedding, 64), nn.GELU(), nn.Linear(64, 1))
+
+    def pairs(self, ea: torch.Tensor, eb: torch.Tensor) -> torch.Tensor:
+        """Logits of "share an image" for every (row of ea, row of eb)."""
+        return self.h(torch.cat([(ea[:, None] - eb[None]).abs(), ea[:, None] * eb[None]], 2)).squeeze(2)
+
+
+@dataclass(frozen=True)
+class SimilarityResult(Result):
+    scores: torch.Tensor          # N×N, P(the two encryptions share a private image)
+    auc: float | None = None      # against the truth, when given
+    history: list = field(default_factory=list)
+    _skip_in_dict = ("scores",)
+
+
+def _share_matrix(partners: torch.Tensor, private: int, n: int) -> torch.Tensor:
+    """N×n membership of the private slots of ``partners`` (N×k indices)."""
+    m = torch.zeros(len(partners), n)
+    for j in range(private):
+        m[torch.arange(len(partners)), partners[:, j]] = 1.0
+    return m
+
+
+class SimilarityNetwork:
+    """``fit(scheme, images)`` on the attacker's own images, then ``run(encryptions, share=None)``."""
+
+    def __init__(self, channels: int, width: int = 32, steps: int = 1500, group_n: int = 20, group_T: int = 10,
+                 groups: int = 100, lr: float = 1e-3, seed: int = 0, progress: bool = False):
+        with seeded(seed):
+            self.net = _PairNet(channels, width)
+        self.steps, self.groups = check_positive_int(steps, "steps"), check_positive_int(groups, "groups")
+        self.group_n, self.group_T = check_positive_int(group_n, "group_n"), check_positive_int(group_T, "group_T")
+        self.lr, self.seed, self.progress = lr, seed, progress
+
+    def _group(self, scheme, images, g, stats) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randperm(len(images), generator=g)[:self.group_n]
+        private = scheme.k if scheme.mode == "inside" else 2
+        E, M = [], []
+        for _ in range(self.group_T):
+            enc = scheme.encrypt(images[idx], seed=int(torch.randint(2**31, (1,), generator=g)), stats=stats)
+            E.append(enc.images.abs())
+            M.append(_share_matrix(enc.key.partners, private, self.group_n))
+        return torch.cat(E), torch.cat(M)
+
+    def fit(self, scheme, images, stats=None) -> list:
+        """Train on ``groups`` groups of the attacker's ``images`` encrypted with ``scheme`` (its mode, k, pool)."""
+        x = torch.as_tensor(images, dtype=torch.float32)
+        if x.ndim != 4:
+            raise ShapeError(f"images must be N×C×H×W, got {tuple(x.shape)}.")
+        if len(x) < max(self.group_n, scheme.k):
+            raise ParameterError(f"{len(x)} images cannot fill a group of {max(self.group_n, scheme.k)}: give more "
+                                 "images or lower group_n.")
+        g = torch.Generator().manual_seed(self.seed)
+        stats = stats or scheme.channel_stats(x)
+        data = [self._group(scheme, x, g, stats) for _ in range(self.groups)]
+        with torch.no_grad():
+            self.net.f(data[0][0][:2])  # materialise the lazy layer before the optimiser sees it
+        opt = torch.optim.Adam(self.net.parameters(), lr=self.lr)
+        steps = range(self.steps)
+        if self.progress:
+            from tqdm.auto import tqdm
+            steps = tqdm(steps, desc="similarity network")
+        history = []
+        self.net.train()
+        for step in steps:
+            E, M = data[step % len(data)]
+            share = ((M @ M.T) > 0).float()
+            rate = float(share.mean())
+            logits = self.net.pairs(self.net.f(E), self.net.f(E))
+            loss = nn.functional.binary_cross_entropy_with_logits(
+                logits, share, pos_weight=torch.tensor((1 - rate) / max(rate, 1e-6)))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            history.append(float(loss.detach()))
+        self.net.eval()
+        return history
+
+    def scores(self, encryptions, chunk: int = 100) -> torch.Tensor:
+        e = torch.as_tensor(encryptions, dtype=torch.float32).abs()
+        if e.ndim != 4:
+            raise ShapeError(f"encryptions must be N×C×H×W, got {tuple(e.shape)}.")
+        with torch.no_grad():
+            f = self.net.f(e)
+            return torch.cat([torch.sigmoid(self.net.pairs(f[a:a + chunk], f)) for a in range(0, len(f), chunk)])
+
+    def run(self, encryptions, share=None) -> SimilarityResult:
+        """``share``: the true N×N "share an image" matrix, for the ROC AUC."""
+        S = self.scores(encryptions)
+        auc = None
+        if share is not None:
+            from sklearn.metrics import roc_auc_score
+            iu = np.triu_indices(len(S), 1)
+            auc = float(roc_auc_score(np.asarray(share)[iu], S.numpy()[iu]))
+        return SimilarityResult(S, auc)
+
+
+def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0) -> torch.Tensor:
+    """N×n 0/1 membership, m images per encryption, N·m/n encryptions per image (see the module docstring)."""
+    from scipy.optimize import linear_sum_assignment
+
+    S = torch.as_tensor(scores, dtype=torch.float64)
+    N = S.shape[0]
+    if S.ndim != 2 or S.shape[1] != N:
+        raise ShapeError(f"scores must be N×N, got {tuple(S.shape)}.")
+    n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
+    if m > n:
+        raise ParameterError(f"m={m} images per encryption cannot exceed n={n}.")
+    S = (S + S.T) / 2
+    g = torch.Generator().manual_seed(seed)
+    H = torch.rand(N, n, generator=g, dtype=torch.float64) * float(S.mean()) ** 0.5
+    for _ in range(iters):  # symmetric NMF (Ding et al.'s update with β = 1/2)
+        H = H * (0.5 + 0.5 * (S @ H) / (H @ (H.T @ H)).clamp_min(1e-12))
+    slots = -(-N * m // n)  # ceil: every image's share of the N·m memberships
+    cost = -torch.log(H / H.sum(1, keepdim=True) + 1e-9).numpy()
+    # columns: (image, slot); rows: (encryption, its j-th membership); the j-th copy of an image is
+    # barred from an encryption's other rows by a large cost on repeated picks after the solve
+    big = np.repeat(cost, m, axis=0)           # (N·m)×n
+    cols = np.repeat(big, slots, axis=1)        # (N·m)×(n·slots)
+    rows, picked = linear_sum_assignment(cols)
+    member = torch.zeros(N, n)
+    image = picked // slots
+    for r, i in zip(rows, image):
+        t = r // m
+        if member[t, i]:  # the same image twice: give this row the encryption's best unused image
+            free = [j for j in np.argsort(cost[t]) if not member[t, j]]
+            i = free[0]
+        member[t, i] = 1.0
+    return member
