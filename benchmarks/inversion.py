@@ -1,17 +1,20 @@
 """Model inversion at an equal time budget (issue 7 item 1): the generative-prior attack (PPA-style,
-VAE on public digits 5–9) vs plain gradient inversion vs ART's MIFace (the peer implementation), all
-against the same NoDef target (ResNet-18 on private digits 0–4), scored by the same evaluation CNN.
+VAE on public digits 5–9; searching latent + intermediate features, and latent only) vs plain gradient
+inversion vs ART's MIFace (the peer implementation), all against the same NoDef target (ResNet-18 on
+private digits 0–4), scored by the same evaluation CNN.
 
-    python benchmarks/inversion.py [--per-class 10] [--seed 0]
+    python benchmarks/inversion.py [--per-class 5] [--seeds 4]
 
-The generative attack runs first; its wall time is the budget. Gradient inversion and MIFace get their
-iteration counts calibrated to the same budget from a short timed run.
+Per attack seed, the generative attack (intermediate) runs first; its wall time is the budget. Gradient
+inversion and MIFace get their iteration counts calibrated to the same budget from a short timed run.
+AttAcc@1 is pooled over the seeds (n = 5 classes × per-class × seeds) with a Wilson 95 % interval.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections import defaultdict
 
 import numpy as np
 import torch
@@ -22,6 +25,7 @@ from reconguard.classifiers import build_classifier
 from reconguard.data.splits import digits_mia_split
 from reconguard.experiments.mia import train_defended
 from reconguard.metrics import evaluate_inversion
+from reconguard.stats import wilson_interval
 from reconguard.train import fit
 
 
@@ -40,44 +44,51 @@ def miface(target, shape, targets, max_iter):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--per-class", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=4)
     a = ap.parse_args()
     split = digits_mia_split(16)
-    target, row, _ = train_defended(split, "nodef", epochs=20, seed=a.seed)
+    target, row, _ = train_defended(split, "nodef", epochs=20, seed=0)
     evaluator = build_classifier("cnn", 5, split.train.shape, seed=11)
     fit(evaluator, split.train, split.val, epochs=20, seed=11, progress=False, augment=Augment(flip=False))
     gen = train_generator(split.public, epochs=60, seed=13)
     print(f"target test accuracy {row.test_acc:.3f}; generator trained on {len(split.public)} public images")
 
-    def score(images, targets):
-        return evaluate_inversion(evaluator, images, targets, split.train.images, split.train.labels)
+    hits, secs = defaultdict(list), defaultdict(float)
 
-    t0 = time.perf_counter()
-    res = GenerativeInversion(gen, candidates=500, keep=20, steps=60, lr=0.2, finals=a.per_class, seed=a.seed).run(target)
-    budget = time.perf_counter() - t0
-    rows = [("generative prior (ours)", budget, score(res.images, res.targets))]
+    def record(name, seconds, images, targets):
+        met = evaluate_inversion(evaluator, images, targets, split.train.images, split.train.labels)
+        hits[name].append((round(met.att_acc1 * len(targets)), len(targets)))
+        secs[name] += seconds
 
     targets = torch.arange(5).repeat_interleave(a.per_class)
-    t0 = time.perf_counter()
-    GradientInversion(steps=10, per_class=a.per_class).run(target, split.train.shape, 5)
-    per_step = (time.perf_counter() - t0) / 10
-    steps = max(1, int(budget / per_step))
-    t0 = time.perf_counter()
-    g = GradientInversion(steps=steps, per_class=a.per_class, seed=a.seed).run(target, split.train.shape, 5)
-    rows.append((f"gradient inversion ({steps} steps)", time.perf_counter() - t0, score(g.images, g.targets)))
+    for seed in range(a.seeds):
+        common = dict(candidates=500, keep=20, steps=60, lr=0.2, finals=a.per_class, seed=seed)
+        res = GenerativeInversion(gen, **common).run(target)
+        budget = res.seconds
+        record("generative prior, latent + intermediate", budget, res.images, res.targets)
+        res = GenerativeInversion(gen, space="latent", **common).run(target)
+        record("generative prior, latent only", res.seconds, res.images, res.targets)
 
-    t0 = time.perf_counter()
-    miface(target, split.train.shape, targets, 10)
-    per_iter = (time.perf_counter() - t0) / 10
-    iters = max(1, int(budget / per_iter))
-    t0 = time.perf_counter()
-    m = miface(target, split.train.shape, targets, iters)
-    rows.append((f"ART MIFace ({iters} iterations)", time.perf_counter() - t0, score(m, targets)))
+        t0 = time.perf_counter()
+        GradientInversion(steps=10, per_class=a.per_class).run(target, split.train.shape, 5)
+        steps = max(1, int(budget / ((time.perf_counter() - t0) / 10)))
+        g = GradientInversion(steps=steps, per_class=a.per_class, seed=seed).run(target, split.train.shape, 5)
+        record("gradient inversion (equal time)", g.seconds, g.images, g.targets)
 
-    print(f"{'attack':34s} {'seconds':>8s} {'AttAcc@1':>9s} {'95% CI':>14s} {'EvalConf':>9s} {'feat. L2':>9s}")
-    for name, secs, met in rows:
-        lo, hi = met.att_acc1_ci
-        print(f"{name:34s} {secs:8.1f} {met.att_acc1:9.3f}   [{lo:.2f}, {hi:.2f}] {met.eval_conf:9.3f} {met.feature_l2:9.2f}")
+        t0 = time.perf_counter()
+        miface(target, split.train.shape, targets, 10)
+        iters = max(1, int(budget / ((time.perf_counter() - t0) / 10)))
+        t0 = time.perf_counter()
+        m = miface(target, split.train.shape, targets, iters)
+        record("ART MIFace (equal time)", time.perf_counter() - t0, m, targets)
+        print(f"seed {seed}: budget {budget:.1f} s, gradient inversion {steps} steps, MIFace {iters} iterations")
+
+    print(f"{'attack':42s} {'s/seed':>7s} {'AttAcc@1':>9s} {'95% CI':>14s}  per seed")
+    for name, hs in hits.items():
+        k, n = sum(h for h, _ in hs), sum(n for _, n in hs)
+        lo, hi = wilson_interval(k, n)
+        per = " ".join(f"{h / n_:.2f}" for h, n_ in hs)
+        print(f"{name:42s} {secs[name] / a.seeds:7.1f} {k / n:9.3f}   [{lo:.2f}, {hi:.2f}]  {per}")
 
 
 if __name__ == "__main__":

@@ -71,7 +71,11 @@ def test_generative_inversion_raises_target_confidence(target, split):
     with pytest.raises(ParameterError, match="latent_dim"):
         GenerativeInversion(nn.Identity())
     assert _Decoder()(torch.zeros(2, 8)).shape == (2, 1, 16, 16)  # any module with latent_dim is a generator
-    GenerativeInversion(_Decoder(), candidates=8, keep=2, steps=1, finals=1).run(target, classes=[0])
+    GenerativeInversion(_Decoder(), candidates=8, keep=2, steps=1, finals=1, space="latent").run(target, classes=[0])
+    with pytest.raises(ParameterError, match="features"):  # the default also searches intermediate features
+        GenerativeInversion(_Decoder())
+    with pytest.raises(UnknownOptionError):
+        GenerativeInversion(gen, space="w")
     with pytest.raises(UnknownOptionError):
         GenerativeInversion(gen, loss="hinge")
 

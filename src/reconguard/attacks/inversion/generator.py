@@ -34,7 +34,15 @@ class VAEGenerator(nn.Module):
             nn.ReLU(), nn.ConvTranspose2d(width, c, 4, 2, 1), nn.Sigmoid())
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.fc(z))
+        return self.render(self.features(z))
+
+    def features(self, z: torch.Tensor) -> torch.Tensor:
+        """The intermediate features (the decoder's input) of latents z."""
+        return self.fc(z)
+
+    def render(self, h: torch.Tensor) -> torch.Tensor:
+        """Images from intermediate features."""
+        return self.decoder(h)
 
     def encode(self, x):
         stats = self.encoder(x)

@@ -9,6 +9,14 @@ appendix A.5 / C.2), and plain gradient inversion (Fredrikson et al. 2015 / MIFa
    target model on a random transform of G(z) each step (latents clipped to ``±latent_clip``);
 3. keep the ``finals`` images with the highest mean confidence for c over ``n_transforms`` transforms.
 
+``space="intermediate"`` (the default) searches the generator's intermediate features as well, as PPA
+searches StyleGAN's W space rather than Z (and as intermediate-feature GMI attacks do): the image is
+``render(features(z) + feature_scale · δ)`` with (z, δ) sampled and optimised jointly. A generator
+trained on public digits 5–9 cannot reach a private 0–4 from z alone; with δ it can. On the benchmark
+target (NoDef, 4 seeds × 25 reconstructions) AttAcc@1: latent only 0.67, intermediate 0.87, plain
+gradient inversion at the same wall time 0.73. The generator needs ``features(z)`` and ``render(h)``
+(:class:`VAEGenerator` has both); ``space="latent"`` works with any ``G(z)``.
+
 Poincaré loss (PPA): with ``u = logits / ‖logits‖₁`` and ``v = clip(onehot(c), 0, 1 − 1e−5)``,
 ``d = arccosh(1 + 2‖u − v‖² / ((1 − ‖u‖²)(1 − ‖v‖²)))``.
 
@@ -64,12 +72,38 @@ def _mean_confidence(model, images, targets, transform, n_transforms):
     return conf / n_transforms
 
 
+class _IntermediateSpace(nn.Module):
+    """``(z, δ) → render(features(z) + scale · δ)``: the generator's latent and intermediate features as
+    one search space of size latent_dim + feature size."""
+
+    def __init__(self, generator: nn.Module, scale: float):
+        super().__init__()
+        self.generator, self.scale = generator, scale
+        self.z_dim = generator.latent_dim
+        with torch.no_grad():
+            p = next(generator.parameters())
+            self.feature_dim = generator.features(torch.zeros(1, self.z_dim, device=p.device, dtype=p.dtype)).shape[1]
+        self.latent_dim = self.z_dim + self.feature_dim
+
+    def forward(self, v: torch.Tensor) -> torch.Tensor:
+        g = self.generator
+        return g.render(g.features(v[:, :self.z_dim]) + self.scale * v[:, self.z_dim:])
+
+
 class GenerativeInversion:
     def __init__(self, generator: nn.Module, *, candidates: int = 200, keep: int = 20, steps: int = 50,
                  lr: float = 0.05, finals: int = 5, loss: str = "poincare", n_transforms: int = 8,
-                 latent_clip: float = 3.0, transform=None, seed: int = 0, batch: int = 256):
+                 latent_clip: float = 10.0, space: str = "intermediate", feature_scale: float = 0.2,
+                 transform=None, seed: int = 0, batch: int = 256):
         if not hasattr(generator, "latent_dim"):
             raise ParameterError("the generator needs a 'latent_dim' attribute (the size of its input z).")
+        if space not in ("latent", "intermediate"):
+            raise UnknownOptionError(f"space must be 'latent' or 'intermediate', got {space!r}.")
+        if space == "intermediate":
+            if not (hasattr(generator, "features") and hasattr(generator, "render")):
+                raise ParameterError("space='intermediate' needs a generator with features(z) and render(h) "
+                                     "methods; use space='latent' for a plain G(z).")
+            generator = _IntermediateSpace(generator.eval(), float(feature_scale))
         if loss not in ("poincare", "ce"):
             raise UnknownOptionError(f"loss must be 'poincare' or 'ce', got {loss!r}.")
         self.generator = generator.eval()
