@@ -249,3 +249,36 @@ def test_instahide_attacks_smoke_recipe(tmp_path):
     assert demask.ssim_mean > plain.ssim_mean  # the mask defeats plain averaging; demasking undoes it
     assert (out / "report.html").is_file() and (out / "grid_0.png").is_file()
     assert "carlini" in summary_text(result, out)
+
+
+def test_public_search_against_randomly_cropped_patches():
+    """Section 5.3: random crops defeat the alignment-based search (cosine at the centre crop) more than a
+    search over crop positions; the attacker's learned scorer finds sources above chance."""
+    from reconguard.experiments.instahide_attacks import run_public_search
+
+    rows = {r.scorer: r for r in run_public_search(k=6, steps=200, scorers=("cosine", "shift-cosine", "learned"))}
+    aligned = {r.scorer: r for r in run_public_search(k=6, source_size=16, scorers=("cosine",))}
+    chance = rows["cosine"].chance
+    assert rows["cosine"].m == 20 and 0.15 < chance < 0.22           # 1 − C(396, 20)/C(400, 20) ≈ 0.19
+    assert aligned["cosine"].hit_rate >= rows["cosine"].hit_rate + 0.1  # measured 0.61 uncropped vs 0.445
+    assert rows["shift-cosine"].hit_rate > rows["cosine"].hit_rate   # measured 0.475
+    assert rows["learned"].hit_rate > chance                         # measured 0.315 at 300 steps
+
+
+def test_instahide_attack_cli_end_to_end(tmp_path, capsys):
+    """challenge → attack carlini (cross mode, with labels and label-free) → score; and the public search."""
+    from reconguard.cli import main
+
+    c, t = tmp_path / "c", tmp_path / "t"
+    assert main(["instahide", "challenge", "--data", "digits", "--n", "10", "--T", "12", "--k", "4", "--mode", "cross",
+                 "--out", str(c), "--truth", str(t)]) == 0
+    for extra in ([], ["--label-free", "--restarts", "2"]):
+        rec = tmp_path / f"rec{len(extra)}.npy"
+        assert main(["instahide", "attack", "carlini", "--challenge", str(c), "--k", "4", "--n", "10", "--mode",
+                     "cross", "--out", str(rec), "--quiet", *extra]) == 0
+        assert main(["instahide", "score", "--recovered", str(rec), "--truth", str(t)]) == 0
+    out = capsys.readouterr().out
+    assert "label-free" in out and "SSIM" in out
+    assert main(["instahide", "search", "--sources", "100", "--queries", "40", "--scorers", "cosine,shift-cosine",
+                 "--quiet"]) == 0
+    assert "shift-cosine" in capsys.readouterr().out

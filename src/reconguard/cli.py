@@ -381,6 +381,21 @@ def _cmd_challenge(args) -> int:
     return 0
 
 
+def _cmd_public_search(args) -> int:
+    """Section 5.3's search for the public sources of randomly cropped patches in cross-dataset encryptions."""
+    from .experiments.instahide_attacks import run_public_search
+
+    rows = run_public_search(k=args.k, size=args.size, source_size=args.source_size, n_sources=args.sources,
+                             queries=args.queries, scorers=args.scorers.split(","), steps=args.steps, seed=args.seed,
+                             progress=not args.quiet)
+    print(f"public-source search, InstaHide cross k={args.k}, {args.size}×{args.size} crops of "
+          f"{args.source_size}×{args.source_size} sources, N={args.sources}, {args.queries} encryptions")
+    print(f"{'scorer':14s} {'top-m':>6s} {'hit rate':>9s} {'chance':>7s}")
+    for r in rows:
+        print(f"{r.scorer:14s} {r.m:6d} {r.hit_rate:9.3f} {r.chance:7.3f}")
+    return 0
+
+
 def _cmd_score(args) -> int:
     import numpy as np
 
@@ -646,6 +661,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")
     sp.add_argument("--quiet", action="store_true")
     sp.set_defaults(func=_cmd_instahide_attack)
+    sp = isub.add_parser("search", help="search the public sources of randomly cropped patches (section 5.3): "
+                         "centre cosine, shift-cosine, SSIM, a learned scorer")
+    sp.add_argument("--k", type=int, default=6)
+    sp.add_argument("--size", type=int, default=16, help="the private images' and patches' side")
+    sp.add_argument("--source-size", type=int, default=20, help="the sources' side (patches are random crops)")
+    sp.add_argument("--sources", type=int, default=400, help="N, the number of public sources")
+    sp.add_argument("--queries", type=int, default=200, help="encryptions searched")
+    sp.add_argument("--scorers", default="cosine,shift-cosine,ssim,learned")
+    sp.add_argument("--steps", type=int, default=600, help="learned scorer's training steps")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_public_search)
     sp = isub.add_parser("score", help="score recovered images against a challenge's ground truth")
     sp.add_argument("--recovered", required=True, help=".npy of recovered images (N×C×H×W, [0, 1])")
     sp.add_argument("--truth", required=True, help="the challenge's truth folder")

@@ -28,7 +28,7 @@ from ..attacks.instahide import (AveragingAttack, CarliniAttack, Demasker, PairA
 from ..data import load_digits
 from ..encoders import InstaHide, Mixup
 from ..encoders.instahide import paper_c1
-from ..errors import ReconguardError, UnknownOptionError
+from ..errors import ParameterError, ReconguardError, UnknownOptionError
 from ..results import RecipeResult, Result
 
 ATTACKS = ("carlini", "carlini-label-free", "averaging", "demask-averaging", "ks", "pairs")
@@ -154,3 +154,35 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
         if progress is not None:
             progress.update(1)
     return rows, examples
+
+
+def run_public_search(k: int = 6, size: int = 16, source_size: int = 20, n_sources: int = 400, queries: int = 200,
+                      scorers=("cosine", "shift-cosine", "ssim", "learned"), steps: int = 600, seed: int = 0,
+                      progress: bool = False) -> list:
+    """Section 5.3's public-image search against cross-dataset InstaHide whose public patches are random
+    ``size`` crops of ``source_size`` scikit-image patches (the attacker holds the sources): private
+    digits (``size``×``size``), the attacker's own digits disjoint from them; one SearchResult per scorer
+    (hit rate in the top ⌈√N⌉, and chance)."""
+    from ..attacks.instahide.search import PublicSearchAttack, random_crops
+    from .instahide import public_pool
+
+    store = public_pool("samples", (1, source_size, source_size))
+    if n_sources > len(store):
+        raise ParameterError(f"n_sources={n_sources} but the scikit-image pool has {len(store)} patches.")
+    g = torch.Generator().manual_seed(seed)
+    sources = store.get(torch.randperm(len(store), generator=g)[:n_sources])
+    digits = load_digits(size)
+    perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(seed + 3))
+    private, own = digits.images[perm[:queries]], digits.images[perm[1000:]]
+    patches, owner = random_crops(sources, size, 1, g)
+    scheme = InstaHide(k, c1=paper_c1(k), mode="cross", public=patches)
+    enc = scheme.encrypt(private, seed=seed + 5)
+    truth = owner[enc.key.partners[:, 2:]]
+    stats = scheme.channel_stats(own)
+    rows = []
+    for scorer in scorers:
+        attack = PublicSearchAttack(scorer, steps=steps, seed=seed, progress=progress)
+        if scorer == "learned":
+            attack.fit(InstaHide(k, c1=paper_c1(k), mode="cross", public=patches), own, sources, size)
+        rows.append(attack.run(enc.images, sources, true_sources=truth, stats=stats))
+    return rows

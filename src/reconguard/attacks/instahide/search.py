@@ -7,8 +7,10 @@ has the public images (``sources``: the public dataset is public) but not where 
 For each encryption it ranks the sources and calls it a *hit* when at least one source of a mixed patch
 is among the top m (the paper: m = √N). Scorers:
 
-* ``"cosine"`` / ``"ssim"``: alignment-based — the encryption against each source's centre crop
-  (centred cosine; SSIM as in the paper). A shifted crop no longer lines up, so these fail.
+* ``"cosine"`` / ``"ssim"``: alignment-based — |encryption| against each source's centre crop
+  (centred cosine; SSIM as in the paper). A shifted crop no longer lines up, so these degrade.
+* ``"shift-cosine"``: the centred cosine maximised over every crop position of the source — the search
+  that random cropping enlarges only by the number of positions ((S − H + 1)², 25 for 20 → 16).
 * ``"learned"``: the paper's "deep model to predict the similarity score". Two small CNN towers with
   global average pooling (shift-tolerant) embed |encryption| and a source; the score is their inner
   product. The attacker trains it on mixes it makes itself — its own images of the private kind,
@@ -31,7 +33,7 @@ from ...errors import ParameterError, ShapeError, UnknownOptionError
 from ...nn.init import seeded
 from ...results import Result
 
-SCORERS = ("cosine", "ssim", "learned")
+SCORERS = ("cosine", "shift-cosine", "ssim", "learned")
 
 
 def random_crops(sources: torch.Tensor, size: int, per_source: int = 1, generator: torch.Generator | None = None):
@@ -147,7 +149,8 @@ class PublicSearchAttack:
         return self.query_tower(queries) @ self.source_tower(sources).T
 
     def scores(self, encryptions, sources, stats=None) -> torch.Tensor:
-        """Q×N similarity of every encryption (signed or |·|, normalised units) to every source ([0, 1])."""
+        """Q×N similarity of every encryption (signed or |·|, normalised units) to every source ([0, 1]);
+        ``stats``: the (mean, std) the encryptions were normalised with (the sources are normalised alike)."""
         from ...encoders import InstaHide
 
         q = torch.as_tensor(encryptions, dtype=torch.float32).abs()
@@ -158,20 +161,30 @@ class PublicSearchAttack:
         if src.shape[2] < q.shape[2] or src.shape[3] < q.shape[3]:
             raise ShapeError(f"sources {tuple(src.shape[2:])} must be at least as large as the encryptions "
                              f"{tuple(q.shape[2:])} (the patches are crops of them).")
-        stats = stats or getattr(self, "_stats", None) or InstaHide().channel_stats(src)
+        stats = stats or getattr(self, "_stats", None)
+        if stats is None:
+            raise ParameterError("give stats: the encryptions' normalisation, e.g. scheme.channel_stats(own_images) "
+                                 "with your own images of the private kind (fit() records it for 'learned').")
         z = InstaHide.normalize_images(src, stats)
         if self.scorer == "learned":
             if self.size is None:
                 raise ParameterError("the learned scorer is not trained: call fit(scheme, own_images, sources, crop).")
             with torch.no_grad():
                 return torch.cat([self._logits(q[a:a + 256], z) for a in range(0, len(q), 256)])
-        centre = _centre(z, q.shape[2]).abs()
-        if self.scorer == "cosine":
+        h, w = q.shape[2], q.shape[3]
+        if self.scorer in ("cosine", "shift-cosine"):
             a = q.reshape(len(q), -1) - q.reshape(len(q), -1).mean(0)
-            b = centre.reshape(len(centre), -1) - centre.reshape(len(centre), -1).mean(0)
             a = a / a.norm(dim=1, keepdim=True).clamp_min(1e-12)
-            b = b / b.norm(dim=1, keepdim=True).clamp_min(1e-12)
-            return a @ b.T
+            crops = [_centre(z, h)] if self.scorer == "cosine" else [
+                z[:, :, y:y + h, x:x + w] for y in range(z.shape[2] - h + 1) for x in range(z.shape[3] - w + 1)]
+            best = None
+            for c in crops:
+                b = c.abs().reshape(len(c), -1)
+                b = b - b.mean(0)
+                s = a @ (b / b.norm(dim=1, keepdim=True).clamp_min(1e-12)).T
+                best = s if best is None else torch.maximum(best, s)
+            return best
+        centre = _centre(z, h).abs()
         from ...metrics import ssim  # SSIM on [0, 1]: both rescaled by the encryptions' largest |value|
         top = float(torch.cat([q.reshape(-1), centre.reshape(-1)]).max())
         qa, ca = (q / top).double(), (centre / top).double()
