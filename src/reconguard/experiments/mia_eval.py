@@ -25,7 +25,8 @@ from ..metrics.robustness import ATTACKS, PAPER_EPS
 from ..train import fit
 
 ATTACK_DEFAULTS = {"candidates": 500, "keep": 20, "steps": 60, "lr": 0.2, "finals": 5, "classes": None,
-                   "baseline": True, "baseline_steps": 200, "generator_epochs": 60, "latent_dim": 16}
+                   "baseline": True, "baseline_steps": 200, "generator_epochs": 60, "latent_dim": 16,
+                   "space": "intermediate", "feature_scale": 0.2}
 ROBUST_DEFAULTS = {"eps": list(PAPER_EPS), "n": 128, "attacks": list(ATTACKS), "steps": 10, "n_queries": 100}
 
 
@@ -65,7 +66,8 @@ class Evaluator:
             if row.defense == "permuted":
                 out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
             res = GenerativeInversion(self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
-                                      lr=a["lr"], finals=a["finals"], seed=row.seed).run(model, self.split.num_classes,
+                                      lr=a["lr"], finals=a["finals"], space=a["space"],
+                                      feature_scale=a["feature_scale"], seed=row.seed).run(model, self.split.num_classes,
                                                                                             a["classes"])
             met = evaluate_inversion(self.eval_model, res.images, res.targets, self.train_images, self.train_labels)
             out["attack"] = {**met.to_dict(), "seconds": res.seconds}
