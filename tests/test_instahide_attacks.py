@@ -67,6 +67,10 @@ def test_pairs_sharing_an_image_score_higher(digits28):
     off = ~torch.eye(200, dtype=torch.bool)
     sel = off & (((w[:, None] >= 0.2) & (w[None, :] >= 0.2)) | ~share)
     assert roc_auc_score(share[sel].numpy(), whitened.scores[sel].numpy()) >= 0.95
+    # with the InstaHide paper's coefficient cap c1 = 0.65 (every weight in [0.35, 0.65] for k = 2): all pairs
+    lam = sample_coefficients(200, 2, 0.65, None, g)
+    mixed = lam[:, :1, None, None] * digits28.images[ids] + lam[:, 1:, None, None] * digits28.images[partners]
+    assert PairAttack(reference=digits28.images[300:]).run(mixed, share).auc >= 0.95  # measured 0.975–0.98
     with pytest.raises(errors.ParameterError):
         PairAttack().run(mixed, torch.ones(200, 200, dtype=torch.bool))
 
