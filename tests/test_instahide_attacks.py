@@ -160,6 +160,8 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
         CarliniAttack(4, 20).run(enc, labels * 0.5, d.images[public])
     with pytest.raises(errors.ParameterError, match="needs N"):
         CarliniAttack(4, 60).run(enc[:100], labels[:100], d.images[public])
+    with pytest.raises(errors.ParameterError, match="too large"):
+        CarliniAttack(4, 20, max_options=1000).run(enc, labels, d.images[public])
 
 
 def _cross_challenge(tmp_path, k, seed):
