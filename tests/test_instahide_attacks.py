@@ -258,17 +258,17 @@ def test_instahide_attacks_smoke_recipe(tmp_path):
 
 
 def test_public_search_against_randomly_cropped_patches():
-    """Section 5.3: random crops defeat the alignment-based search (cosine at the centre crop) more than a
-    search over crop positions; the attacker's learned scorer finds sources above chance."""
+    """Section 5.3: random crops defeat the alignment-based search (cosine at the centre crop); a search over
+    crop positions recovers part of it, and the attacker's learned scorer (trained on its own mixes) more."""
     from reconguard.experiments.instahide_attacks import run_public_search
 
-    rows = {r.scorer: r for r in run_public_search(k=6, steps=200, scorers=("cosine", "shift-cosine", "learned"))}
+    rows = {r.scorer: r for r in run_public_search(k=6, steps=150, scorers=("cosine", "shift-cosine", "learned"))}
     aligned = {r.scorer: r for r in run_public_search(k=6, source_size=16, scorers=("cosine",))}
     chance = rows["cosine"].chance
     assert rows["cosine"].m == 20 and 0.15 < chance < 0.22           # 1 − C(396, 20)/C(400, 20) ≈ 0.19
-    assert aligned["cosine"].hit_rate >= rows["cosine"].hit_rate + 0.1  # measured 0.61 uncropped vs 0.445
-    assert rows["shift-cosine"].hit_rate > rows["cosine"].hit_rate   # measured 0.475
-    assert rows["learned"].hit_rate > chance                         # measured 0.315 at 300 steps
+    assert aligned["cosine"].hit_rate >= rows["cosine"].hit_rate + 0.1  # measured 0.61 uncropped vs 0.41
+    assert rows["shift-cosine"].hit_rate > rows["cosine"].hit_rate   # measured 0.50
+    assert rows["learned"].hit_rate > rows["shift-cosine"].hit_rate  # measured 0.575 (300 steps)
 
 
 def test_instahide_attack_cli_end_to_end(tmp_path, capsys):

@@ -11,12 +11,16 @@ is among the top m (the paper: m = √N). Scorers:
   (centred cosine; SSIM as in the paper). A shifted crop no longer lines up, so these degrade.
 * ``"shift-cosine"``: the centred cosine maximised over every crop position of the source — the search
   that random cropping enlarges only by the number of positions ((S − H + 1)², 25 for 20 → 16).
-* ``"learned"``: the paper's "deep model to predict the similarity score". Two small CNN towers with
-  global average pooling (shift-tolerant) embed |encryption| and a source; the score is their inner
-  product. The attacker trains it on mixes it makes itself — its own images of the private kind,
-  random crops of the sources, the scheme's coefficients and mask — with binary cross-entropy over
-  every (mix, source) pair of a batch (positives up-weighted). It scores |x̃| directly, so no
-  demasking is needed.
+* ``"learned"``: the paper's "deep model to predict the similarity score", built as a learned
+  shift-cosine: per-pixel feature maps φ(x) = x + conv(GELU(conv(x))) of |encryption| and of the source
+  (the residual branch starts at zero, so training starts from the shift-cosine ranking), compared by
+  the centred cosine at every crop position (one ``conv2d`` of the sources by the queries) and maxed
+  over positions; a learned temperature and bias turn it into a logit. The attacker trains it on mixes
+  it makes itself — its own images of the private kind, random crops of the sources, the scheme's
+  coefficients and mask — with binary cross-entropy over every (mix, source) pair of a batch
+  (positives up-weighted). It scores |x̃| directly, so no demasking is needed. Measured (N = 400
+  sources, 20 → 16 crops, 200 encryptions, top 20; chance 0.19 / 0.10): k = 6 cosine 0.41,
+  shift-cosine 0.50, learned 0.585; k = 4 0.21 / 0.30 / 0.47.
 
 ``random_crops(sources, size, per_source)`` makes such a pool (and each patch's source) for experiments.
 """
@@ -59,16 +63,31 @@ def _centre(sources: torch.Tensor, size: int) -> torch.Tensor:
     return sources[:, :, t:t + size, left:left + size]
 
 
-class _Tower(nn.Module):
-    def __init__(self, channels: int, width: int, embedding: int):
+class _Features(nn.Module):
+    """x + conv(GELU(conv(x))), the residual branch zero-initialised (the identity at the start)."""
+
+    def __init__(self, channels: int, width: int):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(channels, width, 3, padding=1), nn.GELU(),
-                                 nn.Conv2d(width, width, 3, padding=1), nn.GELU(),
-                                 nn.Conv2d(width, 2 * width, 3, padding=1), nn.GELU(),
-                                 nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, embedding))
+        self.a = nn.Conv2d(channels, width, 3, padding=1)
+        self.b = nn.Conv2d(width, channels, 3, padding=1)
+        nn.init.zeros_(self.b.weight)
+        nn.init.zeros_(self.b.bias)
 
     def forward(self, x):
-        return self.net(x)
+        return x + self.b(nn.functional.gelu(self.a(x)))
+
+
+def window_cosine(queries: torch.Tensor, sources: torch.Tensor) -> torch.Tensor:
+    """Q×N: for every query (Q×C×h×w) and source (N×C×S×S), the largest centred cosine between the query
+    and a window of the source. Queries are centred by their mean, windows by the mean window."""
+    F = nn.functional
+    a = queries - queries.mean(0, keepdim=True)
+    a = a / a.flatten(1).norm(dim=1).clamp_min(1e-12)[:, None, None, None]
+    h, w = a.shape[2], a.shape[3]
+    mu = sources.mean(0, keepdim=True).unfold(2, h, 1).unfold(3, w, 1).mean((2, 3))  # the mean window
+    corr = F.conv2d(sources, a) - (a * mu).sum((1, 2, 3))[None, :, None, None]
+    norm2 = F.conv2d(sources ** 2, torch.ones_like(mu)) - 2 * F.conv2d(sources, mu) + (mu ** 2).sum()
+    return (corr / norm2.clamp_min(1e-12).sqrt()).amax((2, 3)).T
 
 
 @dataclass(frozen=True)
@@ -85,14 +104,14 @@ class SearchResult(Result):
 class PublicSearchAttack:
     """``fit(scheme, own_images, sources, crop)`` (for ``"learned"``), then ``run(encryptions, sources, m)``."""
 
-    def __init__(self, scorer: str = "learned", width: int = 32, embedding: int = 64, steps: int = 1000,
-                 batch_size: int = 64, lr: float = 2e-3, seed: int = 0, progress: bool = False):
+    def __init__(self, scorer: str = "learned", width: int = 16, steps: int = 600, batch_size: int = 64,
+                 lr: float = 1e-3, seed: int = 0, progress: bool = False):
         if scorer not in SCORERS:
             raise UnknownOptionError(f"scorer must be one of {SCORERS}, got {scorer!r}.")
         self.scorer, self.seed, self.progress = scorer, seed, progress
         self.steps, self.batch_size, self.lr = check_positive_int(steps, "steps"), check_positive_int(batch_size, "batch_size"), lr
-        self.size = self.query_tower = self.source_tower = None  # the towers are built in fit
-        self.width, self.embedding = width, embedding
+        self.size = self.query_features = self.source_features = None  # built in fit
+        self.width = width
 
     def fit(self, scheme, own_images, sources, crop: int) -> list:
         """Train the learned scorer on the attacker's own mixes: ``own_images`` (private kind, in [0, 1])
@@ -112,12 +131,13 @@ class PublicSearchAttack:
             raise ParameterError("similarity search for public patches needs a cross-mode scheme with k ≥ 3.")
         c = own.shape[1]
         with seeded(self.seed):
-            self.query_tower, self.source_tower = _Tower(c, self.width, self.embedding), _Tower(c, self.width, self.embedding)
+            self.query_features, self.source_features = _Features(c, self.width), _Features(c, self.width)
+        self.scale = nn.Parameter(torch.tensor([10.0, -3.0]))  # temperature, bias
         self.size = crop
         g = torch.Generator().manual_seed(self.seed)
         stats = scheme.channel_stats(own)
         self._stats = stats
-        params = list(self.query_tower.parameters()) + list(self.source_tower.parameters())
+        params = list(self.query_features.parameters()) + list(self.source_features.parameters()) + [self.scale]
         opt = torch.optim.Adam(params, lr=self.lr)
         steps = range(self.steps)
         if self.progress:
@@ -133,7 +153,8 @@ class PublicSearchAttack:
             truth = torch.zeros(B, n_src)
             for j in range(2, scheme.k):
                 truth[torch.arange(B), owner[enc.key.partners[:, j]]] = 1.0
-            logits = self._logits(enc.images.abs(), InstaHide.normalize_images(src[cand], stats))
+            sim = self._similarity(enc.images.abs(), InstaHide.normalize_images(src[cand], stats).abs())
+            logits = self.scale[0] * sim + self.scale[1]
             rate = float(truth.mean())
             loss = nn.functional.binary_cross_entropy_with_logits(logits, truth,
                                                                   pos_weight=torch.tensor((1 - rate) / rate))
@@ -141,12 +162,10 @@ class PublicSearchAttack:
             loss.backward()
             opt.step()
             history.append(float(loss.detach()))
-        self.query_tower.eval()
-        self.source_tower.eval()
         return history
 
-    def _logits(self, queries, sources):
-        return self.query_tower(queries) @ self.source_tower(sources).T
+    def _similarity(self, queries, sources):
+        return window_cosine(self.query_features(queries), self.source_features(sources))
 
     def scores(self, encryptions, sources, stats=None) -> torch.Tensor:
         """Q×N similarity of every encryption (signed or |·|, normalised units) to every source ([0, 1]);
@@ -170,20 +189,10 @@ class PublicSearchAttack:
             if self.size is None:
                 raise ParameterError("the learned scorer is not trained: call fit(scheme, own_images, sources, crop).")
             with torch.no_grad():
-                return torch.cat([self._logits(q[a:a + 256], z) for a in range(0, len(q), 256)])
+                return self._similarity(q, z.abs())
         h, w = q.shape[2], q.shape[3]
         if self.scorer in ("cosine", "shift-cosine"):
-            a = q.reshape(len(q), -1) - q.reshape(len(q), -1).mean(0)
-            a = a / a.norm(dim=1, keepdim=True).clamp_min(1e-12)
-            crops = [_centre(z, h)] if self.scorer == "cosine" else [
-                z[:, :, y:y + h, x:x + w] for y in range(z.shape[2] - h + 1) for x in range(z.shape[3] - w + 1)]
-            best = None
-            for c in crops:
-                b = c.abs().reshape(len(c), -1)
-                b = b - b.mean(0)
-                s = a @ (b / b.norm(dim=1, keepdim=True).clamp_min(1e-12)).T
-                best = s if best is None else torch.maximum(best, s)
-            return best
+            return window_cosine(q, (_centre(z, h) if self.scorer == "cosine" else z).abs())
         centre = _centre(z, h).abs()
         from ...metrics import ssim  # SSIM on [0, 1]: both rescaled by the encryptions' largest |value|
         top = float(torch.cat([q.reshape(-1), centre.reshape(-1)]).max())
