@@ -190,7 +190,7 @@ class PublicSearchAttack:
                 raise ParameterError("the learned scorer is not trained: call fit(scheme, own_images, sources, crop).")
             with torch.no_grad():
                 return self._similarity(q, z.abs())
-        h, w = q.shape[2], q.shape[3]
+        h = q.shape[2]
         if self.scorer in ("cosine", "shift-cosine"):
             return window_cosine(q, (_centre(z, h) if self.scorer == "cosine" else z).abs())
         centre = _centre(z, h).abs()
