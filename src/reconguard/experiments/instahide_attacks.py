@@ -106,6 +106,10 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
                     mode = spec.get("mode", "inside")
                     noise = pool.get(torch.arange(min(len(pool), 2000))) if mode == "cross" else None
                     try:
+                        atk = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
+                                            restarts=int(p.get("restarts", 4)))
+                        if free:
+                            atk.free_options(n)  # a search too large fails here, before the network is trained
                         similarity = None
                         if free and int(p.get("similarity_steps", 0)):
                             net = SimilarityNetwork(enc.shape[1], steps=int(p["similarity_steps"]), seed=0)
@@ -114,9 +118,7 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
                             similarity = sim.scores
                             if sim.auc is not None:
                                 extra["similarity_auc_same_owner"] = sim.auc
-                        r = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
-                                          restarts=int(p.get("restarts", 4))).run(
-                            enc, None if free else labels, own.images, noise_images=noise, similarity=similarity)
+                        r = atk.run(enc, None if free else labels, own.images, noise_images=noise, similarity=similarity)
                         images, extra = r.images, {**extra, "residual": r.residual}
                     except ReconguardError as exc:  # e.g. the assignment search is too large for this k
                         extra = {"not run": str(exc)}

@@ -36,6 +36,9 @@ v_t = (1 − s_t)² σ² · 2/(k − 1) (E Σ w_j² = 2/(m + 1) for a Dirichlet(
 images). The X step is then the lifting refined by ``refine_steps`` Adam steps on that model's squared
 error (the lifting alone ignores the public part and is far off: mean SSIM 0.19–0.36 against
 0.94–0.99 refined, with the true A, on 8×8 digits). In inside mode μ = σ = 0 and the model is |a_t X|.
+In every mode the final X is refined for ``final_refine_steps``: with k = 2 each pair of images co-occurs
+in only ~N/(n(n−1)/2) mixes and the lifting is poorly determined (n = 20, T = 25: mean SSIM 0.55 → 0.87
+and 0.54 → 0.64 on two challenges).
 """
 
 from __future__ import annotations
@@ -139,7 +142,8 @@ class _Options:
 class CarliniAttack:
     def __init__(self, k: int, n: int | None = None, restarts: int = 4, max_iter: int = 60, split_grid: int = 5,
                  c1: float = 0.65, c2: float = 0.3, anneal_restarts: int = 2, max_options: int = 2_000_000, seed: int = 0,
-                 mode: str = "inside", refine_steps: int | None = None, progress: bool = False):
+                 mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
+                 progress: bool = False):
         from ...encoders.instahide import MODES
 
         self.k = check_positive_int(k, "k")
@@ -151,6 +155,7 @@ class CarliniAttack:
         self.mode = mode
         self.members = self.k if mode == "inside" else 2  # private images per mix
         self.refine_steps = (0 if mode == "inside" else 150) if refine_steps is None else int(refine_steps)
+        self.final_refine_steps = int(final_refine_steps)
         self.n = check_positive_int(n, "n") if n is not None else None
         self.restarts, self.max_iter = check_positive_int(restarts, "restarts"), check_positive_int(max_iter, "max_iter")
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
@@ -211,14 +216,16 @@ class CarliniAttack:
         rest = 1.0 - A.sum(1, keepdim=True)
         return ((A @ X + rest * mu) ** 2 + rest ** 2 * var).sqrt()
 
-    def _solve(self, A, B, prior, X=None):
-        """X given A: the lifting (or ``X`` when given), then ``refine_steps`` Adam steps on the model's error."""
+    def _solve(self, A, B, prior, X=None, steps: int | None = None):
+        """X given A: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``) Adam steps
+        on the model's error."""
         X = lift(A, B, prior) if X is None else X
-        if not self.refine_steps:
+        steps = self.refine_steps if steps is None else steps
+        if not steps:
             return X
         X = X.clone().requires_grad_(True)
         opt = torch.optim.Adam([X], lr=0.05)
-        for _ in range(self.refine_steps):
+        for _ in range(steps):
             loss = (self._predict(A, X) - B).pow(2).sum()
             opt.zero_grad()
             loss.backward()
@@ -249,7 +256,7 @@ class CarliniAttack:
         first = torch.argsort(key)[opts.offsets]  # the smallest residual of each encryption's block
         return first, float(res[first].sum())
 
-    def _free_options(self, n: int) -> torch.Tensor:
+    def free_options(self, n: int) -> torch.Tensor:
         """Label-free rows: every set of ``members`` of the n images, coefficients on a grid — inside: splits
         of 1; cross: each coefficient in [0.1, c1], their sum (the private mass) in [c2, 1]."""
         if self.mode == "inside":
@@ -319,7 +326,7 @@ class CarliniAttack:
             z = InstaHide.normalize_images(noise, stats).reshape(len(noise), -1).to(torch.float64)
             self._noise = (z.mean(0), z.var(0) * 2.0 / (self.k - 1))
         if members is None:
-            opts = _Options(shared=self._free_options(n_hat), n_encryptions=N)
+            opts = _Options(shared=self.free_options(n_hat), n_encryptions=N)
         else:
             blocks, total = [], 0
             for t in range(N):
@@ -358,7 +365,7 @@ class CarliniAttack:
             if best is None or total < best[0]:
                 best = (total, A)
         A = best[1]
-        X = self._solve(A, B, prior)
+        X = self._solve(A, B, prior, steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(A, X, B)
         mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
