@@ -1,11 +1,12 @@
 """Model inversion at an equal time budget (issue 7 item 1): the generative-prior attack (PPA-style,
-VAE on public digits 5–9; searching latent + intermediate features, and latent only) vs plain gradient
-inversion vs ART's MIFace (the peer implementation), all against the same NoDef target (ResNet-18 on
-private digits 0–4), scored by the same evaluation CNN.
+VAE on public digits 5–9; latent + intermediate features with the CE or PPA's Poincaré loss, and latent
+only) vs plain gradient inversion vs ART's MIFace (the peer implementation), all against the same NoDef
+target (ResNet-18 on private digits 0–4), scored by the same evaluation CNN.
 
     python benchmarks/inversion.py [--per-class 5] [--seeds 4]
 
-Per attack seed, the generative attack (intermediate) runs first; its wall time is the budget. Gradient
+Per attack seed, the generative attack (intermediate, CE — the cpu recipe's setting) runs first; its wall
+time is the budget. Gradient
 inversion and MIFace get their iteration counts calibrated to the same budget from a short timed run.
 AttAcc@1 is pooled over the seeds (n = 5 classes × per-class × seeds) with a Wilson 95 % interval.
 """
@@ -63,11 +64,13 @@ def main():
     targets = torch.arange(5).repeat_interleave(a.per_class)
     for seed in range(a.seeds):
         common = dict(candidates=500, keep=20, steps=60, lr=0.2, finals=a.per_class, seed=seed)
-        res = GenerativeInversion(gen, **common).run(target)
+        res = GenerativeInversion(gen, loss="ce", **common).run(target)
         budget = res.seconds
-        record("generative prior, latent + intermediate", budget, res.images, res.targets)
-        res = GenerativeInversion(gen, space="latent", **common).run(target)
-        record("generative prior, latent only", res.seconds, res.images, res.targets)
+        record("generative, intermediate, CE", budget, res.images, res.targets)
+        res = GenerativeInversion(gen, loss="poincare", **common).run(target)
+        record("generative, intermediate, Poincaré", res.seconds, res.images, res.targets)
+        res = GenerativeInversion(gen, loss="ce", space="latent", **common).run(target)
+        record("generative, latent only, CE", res.seconds, res.images, res.targets)
 
         t0 = time.perf_counter()
         GradientInversion(steps=10, per_class=a.per_class).run(target, split.train.shape, 5)

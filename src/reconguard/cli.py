@@ -265,7 +265,7 @@ def _cmd_evaluate(args) -> int:
                         "size": first.get("size", 16)})
     keep = args.keep or min(20, args.candidates)
     p = {"attack": {"candidates": args.candidates, "keep": keep, "steps": args.steps, "finals": min(args.finals, keep),
-                    "space": args.space,
+                    "space": args.space, "loss": args.loss,
                     "baseline": args.baseline},
          "robustness": {"eps": args.eps, "n": args.n, "steps": args.robust_steps, "n_queries": args.n_queries}
          if args.eps else None, "eval_epochs": args.eval_epochs}
@@ -732,6 +732,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--keep", type=int, help="candidates kept per class for optimisation (default min(20, candidates))")
     sp.add_argument("--steps", type=int, default=60, help="latent optimisation steps")
     sp.add_argument("--finals", type=int, default=5, help="reconstructions kept per class")
+    sp.add_argument("--loss", choices=["poincare", "ce"], default="poincare",
+                    help="the identity loss of the latent optimisation (PPA: poincare; ce was stronger on 16×16 digits)")
     sp.add_argument("--space", choices=["intermediate", "latent"], default="intermediate",
                     help="search the generator's latent + intermediate features (default) or its latent only")
     sp.add_argument("--baseline", action="store_true", help="also run plain gradient inversion")

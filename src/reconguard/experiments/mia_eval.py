@@ -26,7 +26,7 @@ from ..train import fit
 
 ATTACK_DEFAULTS = {"candidates": 500, "keep": 20, "steps": 60, "lr": 0.2, "finals": 5, "classes": None,
                    "baseline": True, "baseline_steps": 200, "generator_epochs": 60, "latent_dim": 16,
-                   "space": "intermediate", "feature_scale": 0.2}
+                   "space": "intermediate", "feature_scale": 0.2, "loss": "poincare"}
 ROBUST_DEFAULTS = {"eps": list(PAPER_EPS), "n": 128, "attacks": list(ATTACKS), "steps": 10, "n_queries": 100}
 
 
@@ -67,7 +67,7 @@ class Evaluator:
                 out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
             res = GenerativeInversion(self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
                                       lr=a["lr"], finals=a["finals"], space=a["space"],
-                                      feature_scale=a["feature_scale"], seed=row.seed).run(model, self.split.num_classes,
+                                      feature_scale=a["feature_scale"], loss=a["loss"], seed=row.seed).run(model, self.split.num_classes,
                                                                                             a["classes"])
             met = evaluate_inversion(self.eval_model, res.images, res.targets, self.train_images, self.train_labels)
             out["attack"] = {**met.to_dict(), "seconds": res.seconds}
