@@ -216,6 +216,19 @@ class CarliniAttack:
         rest = 1.0 - A.sum(1, keepdim=True)
         return ((A @ X + rest * mu) ** 2 + rest ** 2 * var).sqrt()
 
+    def _descend(self, X, B, steps: int, lr: float, rows, extra=()):
+        """Adam on X (and ``extra`` parameters) for ``steps`` steps on the model's squared error, the mixing
+        rows given by ``rows()``; returns the last rows and X."""
+        X = X.clone().requires_grad_(True)
+        opt = torch.optim.Adam([*extra, X], lr=lr)
+        for _ in range(steps):
+            A = rows()
+            loss = (self._predict(A, X) - B).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return A.detach(), X.detach()
+
     def _solve(self, A, B, prior, X=None, steps: int | None = None):
         """X given A: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``) Adam steps
         on the model's error."""
@@ -223,31 +236,20 @@ class CarliniAttack:
         steps = self.refine_steps if steps is None else steps
         if not steps:
             return X
-        X = X.clone().requires_grad_(True)
-        opt = torch.optim.Adam([X], lr=0.05)
-        for _ in range(steps):
-            loss = (self._predict(A, X) - B).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return X.detach()
+        return self._descend(X, B, steps, 0.05, lambda: A)[1]
 
     def _polish(self, A, X, B, steps: int = 300):
         """Label-free coefficients are on a grid: refine the chosen members' coefficients (in [0, c1]; their
         sum 1 inside, in [c2, 1] cross) jointly with X by Adam on the model's error."""
         on = A > 0
         a = A.clone().requires_grad_(True)
-        X = X.clone().requires_grad_(True)
-        opt = torch.optim.Adam([a, X], lr=0.01)
-        for _ in range(steps):
-            Ac = (a.clamp(0.0, self.c1) * on)
+
+        def rows():
+            Ac = a.clamp(0.0, self.c1) * on
             mass = Ac.sum(1, keepdim=True)
-            Ac = Ac / mass if self.mode == "inside" else Ac * (mass.clamp(self.c2, 1.0) / mass)
-            loss = (self._predict(Ac, X) - B).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return Ac.detach(), X.detach()
+            return Ac / mass if self.mode == "inside" else Ac * (mass.clamp(self.c2, 1.0) / mass)
+
+        return self._descend(X, B, steps, 0.01, rows, extra=(a,))
 
     def _assign(self, opts, X, B):
         """For every encryption, the index (into the flat option list) of its option with the smallest residual."""
