@@ -197,15 +197,21 @@ def test_hsic_equals_numpy_reference(estimator, kz):
 
 def test_tldmi_freezes_exactly_the_first_layers(trained, split):
     model, row, defense = trained["tldmi"]
-    assert defense.frozen_names == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2"]
+    # the reference freezes child i when i <= freeze_layers = 6: seven children, conv1 … layer3
+    assert defense.frozen_names == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3"]
+    top = ("conv1", "bn1", "layer1", "layer2", "layer3")
     frozen = {n for n, p in model.named_parameters() if not p.requires_grad}
-    expected = {n for n, _ in model.named_parameters() if n.split(".")[0] in ("conv1", "bn1", "layer1", "layer2")}
+    expected = {n for n, _ in model.named_parameters() if n.split(".")[0] in top}
     assert frozen == expected
     # frozen weights and BatchNorm statistics are the pre-trained ones
     public = pretrain_public(split, "resnet18", 16, 6, 0)
     for name, value in model.state_dict().items():
-        if name.split(".")[0] in ("conv1", "bn1", "layer1", "layer2"):
+        if name.split(".")[0] in top:
             assert torch.equal(value, public[name]), name
+    from reconguard.defenses.registry import make_defense
+    five = make_defense("tldmi-5")
+    five.prepare(build_classifier("resnet18", 5, (1, 16, 16), 8))
+    assert five.frozen_names == ["conv1", "bn1", "relu", "maxpool", "layer1", "layer2"]  # freeze_layers = 5
     with pytest.raises(ParameterError, match="whole model"):
         TLDMI(frozen=99).prepare(build_classifier("resnet18", 5, (1, 16, 16), 8))
 
@@ -303,3 +309,34 @@ def test_fit_under_torch_distributed(split, tmp_path):
         dist.destroy_process_group()
     assert result.epochs_run == 2 and (tmp_path / "ckpt.pt").is_file()
     assert not isinstance(model, torch.nn.parallel.DistributedDataParallel)  # the user's module comes back unwrapped
+
+
+def test_atat_table6_preset_matches_the_reference_units():
+    """The reference runs PGD on inputs normalised to [−1, 1] with Table 6's ε and step size; a preset in
+    pixel units must give the same adversarial images (half the numbers), not twice the perturbation."""
+    from reconguard.attacks.adversarial.pgd import pgd
+    from reconguard.defenses import ATAT
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 5))
+    x = torch.rand(6, 3, 4, 4, dtype=torch.float64)
+    net = net.double()
+    y_t = torch.tensor([1, 2, 3, 4, 0, 1])
+    row = ATAT.TABLE6["celeba-rn18-a"]
+    # the reference: z = 2x − 1, the model sees (z + 1)/2, a targeted L∞ PGD in z units, no random start
+    z = 2 * x - 1
+    dz = torch.zeros_like(z)
+    for _ in range(row["steps"]):
+        dz.requires_grad_(True)
+        loss = torch.nn.functional.cross_entropy(net((z + dz + 1) / 2), y_t)
+        (grad,) = torch.autograd.grad(loss, dz)
+        with torch.no_grad():
+            dz = (dz - row["step_size"] * grad.sign()).clamp(-row["eps"], row["eps"])
+            dz = (z + dz).clamp(-1, 1) - z
+    ref = (z + dz + 1) / 2
+    atat = ATAT.preset("celeba-rn18-a")
+    assert atat.eps == pytest.approx(row["eps"] / 2) and atat.step_size == pytest.approx(row["step_size"] / 2)
+    ours = pgd(net, x, y_t, atat.eps, atat.steps, atat.step_size, targeted=True, random_start=False)
+    assert torch.allclose(ours, ref, atol=1e-12)
+    assert float((ours - x).abs().max()) <= atat.eps * (1 + 1e-9)
+    assert ATAT.preset("digits").eps == 0.05  # the small-scale preset is already in pixel units

@@ -36,6 +36,10 @@ def test_inside_partners_mask_and_labels(digits):
         assert not bool((p[:, 1:] == p[:, :1]).any())  # never mixed with itself
         s = p.sort(1).values
         assert not bool((s[:, 1:] == s[:, :-1]).any())  # no repeats within a mix
+        # the reference's permutation scheme: in one epoch every private image is in exactly k mixes
+        # (independent draws per row gave 1–12 times at k = 4)
+        assert torch.equal(torch.bincount(p.reshape(-1), minlength=len(digits)),
+                           torch.full((len(digits),), 4, dtype=torch.long))
         m = enc.key.mask
         assert set(m.unique().tolist()) == {-1, 1} and abs(float(m.float().mean())) < 0.01
         assert torch.allclose(enc.labels.sum(1), torch.ones(len(digits)), atol=1e-5)
@@ -48,6 +52,9 @@ def test_cross_mode_draws_from_the_whole_public_pool(digits):
     enc = ih.encrypt(digits.images, digits.labels, seed=0)
     assert bool(enc.key.public[:, 2:].all()) and not bool(enc.key.public[:, :2].any())
     used = enc.key.partners[:, 2:].unique()
+    private = enc.key.partners[:, :2]
+    assert not bool((private[:, 1] == private[:, 0]).any())
+    assert torch.equal(torch.bincount(private.reshape(-1)), torch.full((len(digits),), 2, dtype=torch.long))
     assert float(used.max()) > 4900 and used.numel() > 2500  # far beyond the first N = 1797
     assert float(enc.key.coefficients[:, :2].sum(1).min()) >= 0.3 - 1e-6
     # labels carry the private part only
@@ -110,3 +117,11 @@ def test_public_patches_from_the_shipped_samples(tmp_path):
         prepare_public(tmp_path / "p2", folder=empty)
     with pytest.raises(errors.DataFileNotFoundError, match="prepare-public"):
         PatchStore(empty)
+
+
+@pytest.mark.parametrize("n,k", [(4, 4), (5, 4), (7, 6), (2000, 4), (50, 12)])
+def test_every_image_in_exactly_k_mixes_at_any_size(n, k):
+    x = torch.rand(n, 1, 4, 4)
+    p = InstaHide(k=k, c1=max(0.65, 1 / k)).encrypt(x, seed=n + k).key.partners
+    assert torch.equal(torch.bincount(p.reshape(-1), minlength=n), torch.full((n,), k, dtype=torch.long))
+    assert all(len(set(row)) == k for row in p.tolist())

@@ -49,11 +49,21 @@ def test_dpsgd_reports_opacus_epsilon(split):
     norm = lambda d: TensorDataset(InstaHide.normalize_images(d.images, stats), d.labels)  # noqa: E731
     with seeded(0):
         model = mnist_cnn((1, 8, 8))
-    dp = DPSGD(target_epsilon=8.0, epochs=2)
-    res = fit(model, norm(train), norm(val), epochs=2, defense=dp, progress=False)
+    dp = DPSGD(target_epsilon=8.0)
+    res = fit(model, norm(train), norm(val), epochs=2, batch_size=64, defense=dp, progress=False)
     eps = [h["epsilon"] for h in res.history]
     assert eps[0] < eps[1] <= 8.0 * 1.05 and eps[1] > 4.0
     assert dp.noise_multiplier > 0
+    # the sampling rate is the loader fit really uses (as Opacus' make_private: 1 / len(data_loader)),
+    # not DPSGD's own default batch size
+    from torch.utils.data import DataLoader
+    assert dp.batch_size == 64 and dp.sample_rate == pytest.approx(1 / len(DataLoader(norm(train), batch_size=64)))
+    # a batch size that disagrees with fit's is refused before any step (it would misreport ε)
+    from reconguard.errors import ParameterError
+    with seeded(0):
+        model = mnist_cnn((1, 8, 8))
+    with pytest.raises(ParameterError, match="batch_size"):
+        fit(model, norm(train), norm(val), epochs=1, batch_size=32, defense=DPSGD(batch_size=128), progress=False)
 
 
 def test_accuracy_recipe_smoke(tmp_path):

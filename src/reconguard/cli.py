@@ -406,9 +406,7 @@ def _cmd_score(args) -> int:
     if not Path(args.recovered).is_file():
         raise DataFileNotFoundError(f"{args.recovered} does not exist (expected an N×C×H×W .npy of recovered images).")
     s = score_challenge(np.load(args.recovered), args.truth)
-    print(f"best-matching SSIM: max {s.ssim_max:.3f}, mean {s.ssim_mean:.3f}; mean best L2 {s.l2_mean:.4f}; "
-          f"{100 * s.recovered_ssim_ge_05:.0f}% of the {s.n_true} private images matched with SSIM ≥ 0.5 "
-          f"({s.n_recovered} recovered images)")
+    print(f"{s.summary()} ({s.n_recovered} recovered images)")
     return 0
 
 
@@ -482,9 +480,7 @@ def _cmd_instahide_attack(args) -> int:
         np.save(fh, images.numpy())
     print(f"recovered images → {out}")
     if args.truth:
-        sc = score_challenge(images, args.truth)
-        print(f"best-matching SSIM: max {sc.ssim_max:.3f}, mean {sc.ssim_mean:.3f}; "
-              f"{100 * sc.recovered_ssim_ge_05:.0f}% of the {sc.n_true} private images with SSIM ≥ 0.5")
+        print(score_challenge(images, args.truth).summary())
     return 0
 
 

@@ -14,7 +14,8 @@ The loss is ``loss(model, batch) -> (loss, metrics)``; cross-entropy is the defa
 A ``defense`` is a plain object; fit calls whichever of these hooks it has (none is required):
 
 * ``prepare(model) -> model`` once, before the optimiser is built (change the architecture, freeze layers);
-* ``wrap_model(model, optimizer, train) -> (model, optimizer)`` once after (e.g. DP-SGD);
+* ``wrap_model(model, optimizer, train, batch_size, epochs) -> (model, optimizer)`` once after (e.g. DP-SGD,
+  whose accountant needs the sampling rate fit really uses);
 * ``on_epoch(train, epoch) -> Dataset`` the data of this epoch (e.g. re-encrypted every epoch);
 * ``wrap_loader(loader, epoch) -> iterable`` (e.g. Poisson sampling);
 * ``loss(model, batch) -> (loss, metrics)`` replaces ``loss`` (fit sets ``defense.epoch`` and
@@ -157,7 +158,7 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
                              "its privacy accountant is not saved, so a resumed run would misreport ε.")
     train_model = model
     if hook("wrap_model"):
-        train_model, opt = defense.wrap_model(model, opt, train)
+        train_model, opt = defense.wrap_model(model, opt, train, batch_size=batch_size, epochs=epochs)
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones or []), gamma=gamma)
     if _distributed():
         from torch.nn.parallel import DistributedDataParallel

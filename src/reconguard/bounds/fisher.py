@@ -4,12 +4,28 @@
 ``estimate_fisher`` averages ``J_iᵀ J_i`` over ``k`` inputs, with Jacobians from ``torch.func``:
 reverse mode (a chunk's VJP vmapped over the m one-hot cotangents, as ``jacrev`` does) when the
 encoder narrows (m < d), forward mode (JVPs vmapped over the d one-hot tangents, as ``jacfwd``)
-otherwise, in chunks so that at most ``chunk × m × d`` Jacobian entries exist at once. Products are accumulated in float64 and the
-eigendecomposition is computed once, then reused by every bound for every σ and τ.
+otherwise, in chunks so that at most ``chunk × m × d`` Jacobian entries exist at once.
+
+Precision (never overstate privacy): the Jacobians are taken of a float64 copy of the encoder,
+whatever its own dtype (float32, bfloat16, float16 weights are exact in float64), and ``J_iᵀ J_i`` is
+accumulated in float64. The round-off cut of the spectrum (eigenvalues ``≤ d·eps·λ_max`` count as
+zero) therefore uses float64's eps: with the encoder's float32 eps the cut is ``d·1.2e-7·λ_max``,
+about the paper's τ = 1e-4 at d = 784, and real directions would be called null — the bound would
+then exceed what an attacker reaches. Cutting too little only lowers a bound. When the copy cannot
+be made (``precision="native"``, or a module that refuses float64) the Jacobians are taken in the
+encoder's dtype, still accumulated in float64, and the cut stays at float64's eps: their round-off
+noise then shows up as small positive eigenvalues, which again only lowers the bounds.
+
+Sampling error: ``E[G]`` estimated from ``k`` inputs is kept as ``groups`` partial means (contiguous
+blocks of the k inputs) so that the bounds can carry its Monte-Carlo error (a grouped jackknife,
+:mod:`reconguard.bounds.sampling`). The eigendecomposition is computed once, then reused by every
+bound for every σ and τ.
 """
 
 from __future__ import annotations
 
+import copy
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -21,6 +37,9 @@ from ..encoders.noisy import split_noise
 from ..results import Result
 
 METHODS = ("auto", "jacrev", "jacfwd", "loop")
+PRECISIONS = ("float64", "native")
+ACCUMULATION_EPS = float(torch.finfo(torch.float64).eps)  # E[G] is always accumulated in float64
+DEFAULT_GROUPS = 10  # partial means kept for the jackknife of the sampling error
 _JACOBIAN_BUDGET = 2**24  # Jacobian entries held at once per chunk (64 MiB in float32)
 
 
@@ -36,9 +55,31 @@ class FisherEstimate(Result):
     k: int  # inputs averaged over (0 when exact)
     method: str
     exact: bool
-    eps: float = float(torch.finfo(torch.float64).eps)  # precision E[G] was computed in (round-off floor)
+    eps: float = ACCUMULATION_EPS  # precision E[G] was accumulated in (the round-off cut uses it)
+    jacobian_dtype: str = "float64"  # dtype the Jacobians were taken in
+    group_means: torch.Tensor | None = None  # B×d×d partial means over contiguous blocks of the k inputs
+    group_sizes: tuple = ()
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
-    _skip_in_dict = ("matrix", "eigenvectors")
+    _skip_in_dict = ("matrix", "eigenvectors", "group_means")
+
+    @property
+    def groups(self) -> int:
+        """Number of partial means kept (0 when exact or not kept): the jackknife's groups."""
+        return 0 if self.group_means is None else int(self.group_means.shape[0])
+
+    def leave_out(self, b: int) -> "FisherEstimate":
+        """The estimate without group ``b`` (for the grouped jackknife), cached."""
+        key = ("loo", b)
+        if key not in self._cache:
+            sizes = torch.tensor(self.group_sizes, dtype=torch.float64)
+            keep = torch.arange(self.groups) != b
+            G = (self.group_means[keep] * sizes[keep, None, None]).sum(0) / sizes[keep].sum()
+            G = (G + G.T) / 2
+            evals, evecs = torch.linalg.eigh(G)
+            self._cache[key] = FisherEstimate(G, evals.clamp_min(0.0), evecs, self.d, self.m,
+                                              self.k - int(self.group_sizes[b]), self.method, False, self.eps,
+                                              self.jacobian_dtype)
+        return self._cache[key]
 
     @property
     def trace(self) -> float:
@@ -59,11 +100,12 @@ class FisherEstimate(Result):
         from ..checks import as_square_matrix
 
         raw = torch.as_tensor(getattr(G, "matrix", G))
-        eps = float(torch.finfo(raw.dtype).eps) if raw.is_floating_point() else float(torch.finfo(torch.float64).eps)
+        # the cut uses float64's eps whatever dtype the matrix came in: a float32 matrix's round-off then
+        # counts as range (a lower bound), never as null (a higher one)
         G = as_square_matrix(raw, int(raw.shape[0]), "E[G]")
         evals, evecs = torch.linalg.eigh(G)
         return cls(G, evals.clamp_min(0.0), evecs, G.shape[0], m if m is not None else G.shape[0], k, method, exact,
-                   eps)
+                   ACCUMULATION_EPS, str(raw.dtype).replace("torch.", ""))
 
 
 def as_fisher(fisher) -> FisherEstimate:
@@ -82,6 +124,19 @@ def _param_device(module: nn.Module) -> torch.device:
     for t in list(module.parameters()) + list(module.buffers()):
         return t.device
     return torch.device("cpu")
+
+
+def _float64_copy(enc: nn.Module, precision: str) -> tuple[nn.Module, bool]:
+    """``(module, converted)``: a float64 copy of ``enc`` (the user's module is left as it is)."""
+    if precision == "native":
+        return enc, False
+    try:
+        return copy.deepcopy(enc).to(torch.float64), True
+    except Exception as exc:  # a module that cannot be copied or cast: fall back, conservatively
+        warnings.warn(f"could not make a float64 copy of the encoder ({exc}); its Jacobians are taken in "
+                      f"{_param_dtype(enc)} and accumulated in float64 (the bounds can only come out lower).",
+                      stacklevel=3)
+        return enc, False
 
 
 def _default_chunk(k: int, m: int, d: int, device: torch.device) -> int:
@@ -129,6 +184,8 @@ def estimate_fisher(
     device: torch.device | str | None = None,
     exact: bool = True,
     progress: bool = False,
+    precision: str = "float64",
+    groups: int = DEFAULT_GROUPS,
 ) -> FisherEstimate:
     """Estimate ``E[G] = mean_i J_iᵀ J_i`` of the deterministic part of ``encoder`` over ``k`` inputs.
 
@@ -139,12 +196,17 @@ def estimate_fisher(
     ``auto`` (jacrev if m < d else jacfwd), ``jacrev``, ``jacfwd``, or ``loop`` (one
     ``torch.autograd.functional.jacobian`` per input: the slow reference). BatchNorm and
     dropout run in eval mode; the module's mode is restored after.
+
+    ``precision``: ``float64`` (default) differentiates a float64 copy of the encoder; ``native`` its own
+    dtype (faster for big float32 nets; the bounds stay valid, only lower). ``groups``: partial means
+    kept for the sampling error's jackknife (0 keeps none; at most ``k``).
     """
     if method not in METHODS:
         raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
+    if precision not in PRECISIONS:
+        raise UnknownOptionError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
     enc, _ = split_noise(encoder)
     if exact and hasattr(enc, "exact_fisher"):
-        eps = float(torch.finfo(enc.W.dtype if hasattr(enc, "W") else torch.float64).eps)
         G = enc.exact_fisher().to(torch.float64)
         if data is not None:
             x = as_samples(data)
@@ -152,7 +214,7 @@ def estimate_fisher(
                 raise ShapeError(f"data has dimension {x[0].numel()} but the encoder expects d={G.shape[0]}.")
         evals, evecs = torch.linalg.eigh(G)
         return FisherEstimate(G, evals.clamp_min(0.0), evecs, G.shape[0], int(getattr(enc, "out_dim", G.shape[0])),
-                              0, "exact", True, eps)
+                              0, "exact", True, ACCUMULATION_EPS, "float64")
     if data is None:
         raise ParameterError("estimate_fisher needs data (samples from the prior) for an encoder "
                              "without a closed-form Fisher matrix.")
@@ -161,8 +223,12 @@ def estimate_fisher(
     if generator is None and seed is not None:
         generator = torch.Generator().manual_seed(int(seed))
     x = _select(x, k, generator)
+    groups = min(max(0, int(groups)), k) if k > 1 else 0
     device = torch.device(device) if device is not None else _param_device(enc)
-    x = x.to(device=device, dtype=_param_dtype(enc))
+    enc, converted = _float64_copy(enc, precision)
+    if converted:
+        enc.to(device)
+    x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
     d = int(x[0].numel())
 
     def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
@@ -181,21 +247,26 @@ def estimate_fisher(
         if method == "auto":
             method = "jacrev" if m < d else "jacfwd"
         G = torch.zeros(d, d, dtype=torch.float64, device=device)
-        if method == "loop":
-            chunks = [x[i:i + 1] for i in range(k)]
-        else:
-            chunks = list(x.split(chunk_size or _default_chunk(k, m, d, device)))
+        # group of each input: contiguous blocks; a chunk never straddles two groups
+        edges = [round(b * k / groups) for b in range(groups + 1)] if groups else [0, k]
+        parts = torch.zeros(max(groups, 1), d, d, dtype=torch.float64) if groups else None
+        size = 1 if method == "loop" else (chunk_size or _default_chunk(k, m, d, device))
+        chunks = [(g, x[a:min(a + size, edges[g + 1])]) for g in range(len(edges) - 1)
+                  for a in range(edges[g], edges[g + 1], size)]
         it = chunks
         if progress:
             from tqdm.auto import tqdm
             it = tqdm(chunks, desc=f"E[G] ({method}, k={k})", leave=False)
-        for xc in it:
+        for gi, xc in it:
             if method == "loop":
                 J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
             else:  # (under no_grad, torch.func runs about 2x slower here)
                 J = _batched_jacobian(enc, xc, m, d, forward=(method == "jacfwd"))
             J = J.detach().to(torch.float64).reshape(-1, d)
-            G += J.T @ J
+            JtJ = J.T @ J
+            G += JtJ
+            if parts is not None:
+                parts[gi] += JtJ.cpu()
     finally:
         enc.train(was_training)
         for p in frozen:
@@ -203,17 +274,21 @@ def estimate_fisher(
     G = (G / k).cpu()
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
-    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False,
-                          float(torch.finfo(x.dtype).eps))
+    sizes = tuple(edges[b + 1] - edges[b] for b in range(groups)) if groups else ()
+    if parts is not None:
+        parts /= torch.tensor(sizes, dtype=torch.float64)[:, None, None]
+    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False, ACCUMULATION_EPS,
+                          str(x.dtype).replace("torch.", ""), parts, sizes)
 
 
 @dataclass(frozen=True)
 class RangeNullSplit(Result):
     """Orthonormal bases of the range and null spaces of ``E[G]`` (section 5.3).
 
-    Null = eigenvalues ``≤ threshold = max(tau, d·eps)·λ_max``, eps the machine epsilon of the
-    precision E[G] was computed in; the ``d·eps`` floor makes ``tau = 0`` mean the numerically exact
-    null space (eigenvalues that are zero up to round-off).
+    Null = eigenvalues ``≤ threshold = max(tau, d·eps)·λ_max``, eps the machine epsilon of float64,
+    the precision E[G] is accumulated in (never the encoder's dtype: see the module docstring); the
+    ``d·eps`` floor makes ``tau = 0`` mean the numerically exact null space (eigenvalues that are zero
+    up to round-off). ``cut`` names the rule that set the threshold.
     """
 
     tau: float
@@ -222,6 +297,7 @@ class RangeNullSplit(Result):
     d: int
     range_basis: torch.Tensor
     null_basis: torch.Tensor
+    cut: str = ""
     _skip_in_dict = ("range_basis", "null_basis")
 
     @property
@@ -237,10 +313,13 @@ def split_range_null(fisher, tau: float = 1e-4) -> RangeNullSplit:
     """Split ``R^d`` into range(E[G]) and null(E[G]) at ``tau·λ_max`` (``0 <= tau < 1``)."""
     fisher = as_fisher(fisher)
     tau = check_tau(tau)
-    threshold = max(tau, fisher.d * fisher.eps) * fisher.lambda_max
+    floor = fisher.d * fisher.eps
+    threshold = max(tau, floor) * fisher.lambda_max
     null = fisher.eigenvalues <= threshold
     if fisher.lambda_max == 0:
         null[:] = True
+    cut = (f"tau·λ_max (tau={tau:g})" if tau > floor
+           else f"round-off: d·eps(float64)·λ_max = {floor:.3g}·λ_max")
     return RangeNullSplit(tau, threshold, int((~null).sum()), fisher.d,
-                          fisher.eigenvectors[:, ~null], fisher.eigenvectors[:, null])
+                          fisher.eigenvectors[:, ~null], fisher.eigenvectors[:, null], cut)
 

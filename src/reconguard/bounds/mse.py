@@ -10,6 +10,12 @@ With ``E[I_e] = E[G]/σ²`` (eq. 1), for any attack ``x̂ = Att(e)``, ``E‖x̂ 
 Corollary 1 is evaluated through the generalised eigenproblem ``E[G] v = θ S v`` (``VᵀSV = I``),
 computed once per (E[G], S) pair: ``Tr((E[G]/σ² + S)⁻¹) = Σ_i ‖v_i‖² / (θ_i/σ² + 1)`` for every σ.
 Corollary 2 reuses the eigendecomposition of ``E[G]`` for every τ.
+
+Never overstating: eigenvalues are cut at float64 round-off (``d·eps·λ_max``, eps of float64, the
+precision E[G] is accumulated in; ``Bound.cut`` says which rule applied). When E[G] or S was
+estimated by sampling (a ``FisherEstimate`` / ``ScoreMatrix`` with blocks) the reported ``value`` is
+the one-sided lower confidence bound at ``level`` (default 95 %) from a grouped jackknife
+(:mod:`reconguard.bounds.sampling`); ``point`` is the plug-in value and ``stderr`` its standard error.
 """
 
 from __future__ import annotations
@@ -26,11 +32,18 @@ from ..checks import as_square_matrix, check_sigma, check_tau
 from ..errors import ParameterError
 from ..results import Result
 from .fisher import FisherEstimate, as_fisher, split_range_null
+from .sampling import DEFAULT_LEVEL, Jackknife, with_sampling_error
 
 
 @dataclass(frozen=True)
 class Bound(Result):
-    """A lower bound on ``E‖x̂ − x‖²/d`` (``value``, a Python float) and what it was computed from."""
+    """A lower bound on ``E‖x̂ − x‖²/d`` (``value``, a Python float) and what it was computed from.
+
+    ``value`` is what to compare an attack with: when an input was sampled, the lower confidence
+    bound at ``level``; ``point`` is then the plug-in value and ``stderr`` its jackknife s.e.
+    (``point == value`` and ``stderr == 0`` when E[G] and S are exact). ``cut`` names the rule that
+    set the spectrum's zero threshold.
+    """
 
     name: str
     value: float
@@ -40,23 +53,43 @@ class Bound(Result):
     tau: float | None = None
     rank: int | None = None  # rank of E[G] used (None when the bound does not use it)
     inputs: dict = field(default_factory=dict)
+    point: float | None = None
+    stderr: float | None = None
+    level: float | None = None
+    cut: str | None = None
 
     def __float__(self) -> float:
         return self.value
 
 
-def _summary(fisher: FisherEstimate, S: torch.Tensor) -> dict:
-    return {"trace_G": fisher.trace, "lambda_max_G": fisher.lambda_max, "trace_S": float(torch.trace(S)),
-            "k": fisher.k, "fisher_method": fisher.method, "fisher_exact": fisher.exact, "m": fisher.m}
+def _finish(name: str, jk: Jackknife, formula: str, d: int, **kw) -> Bound:
+    return Bound(name, jk.lcb, formula, d, point=jk.point, stderr=jk.stderr, level=jk.level, **kw)
 
 
-def _prepare(fisher, S) -> tuple[FisherEstimate, torch.Tensor]:
+def _cut(fisher: FisherEstimate) -> str:
+    return f"round-off: d·eps(float64)·λ_max = {fisher.d * fisher.eps:.3g}·λ_max"
+
+
+def _summary(fisher: FisherEstimate, S) -> dict:
+    return {"trace_G": fisher.trace, "lambda_max_G": fisher.lambda_max,
+            "trace_S": float(torch.trace(getattr(S, "matrix", S))), "k": fisher.k, "fisher_method": fisher.method,
+            "fisher_exact": fisher.exact, "m": fisher.m, "jacobian_dtype": fisher.jacobian_dtype,
+            "fisher_groups": fisher.groups, "score_groups": getattr(S, "groups", 0),
+            "score_samples": getattr(S, "n", None)}
+
+
+def _prepare(fisher, S):
+    """``(fisher, S)`` checked; S stays a ``ScoreMatrix`` (its blocks carry the sampling error)."""
     fisher = as_fisher(fisher)
-    return fisher, as_square_matrix(S, fisher.d, "S (score matrix)")
+    matrix = as_square_matrix(S, fisher.d, "S (score matrix)")
+    if getattr(S, "groups", 0):
+        return fisher, S
+    return fisher, matrix
 
 
 def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """``(θ, ‖v_i‖²)`` of ``E[G] v = θ S v``, cached on the estimate per S."""
+    S = S.contiguous()
     key = ("geig", hashlib.sha1(S.numpy().tobytes()).hexdigest())
     if key not in fisher._cache:
         try:
@@ -71,56 +104,65 @@ def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarra
     return fisher._cache[key]
 
 
-def maeng_bound(fisher, S, sigma: float) -> Bound:
+def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit)."""
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
-    trace_S = float(torch.trace(S))
-    if sigma == 0 and fisher.trace > 0:
-        value = 0.0
-    else:
-        denom = (fisher.trace / sigma**2 if sigma > 0 else 0.0) + trace_S
+
+    def value(f: FisherEstimate, S_m: torch.Tensor) -> float:
+        if sigma == 0 and f.trace > 0:
+            return 0.0
+        denom = (f.trace / sigma**2 if sigma > 0 else 0.0) + float(torch.trace(S_m))
         if denom <= 0:
             raise ParameterError("Tr(E[G])/σ² + Tr(S) must be positive for Theorem 1 (S is zero?).")
-        value = fisher.d / denom
-    return Bound("maeng", value, "d / (Tr(E[G])/sigma^2 + Tr(S))", fisher.d, sigma=sigma,
-                 inputs=_summary(fisher, S))
+        return f.d / denom
+
+    return _finish("maeng", with_sampling_error(value, fisher, S, level), "d / (Tr(E[G])/sigma^2 + Tr(S))",
+                   fisher.d, sigma=sigma, inputs=_summary(fisher, S))
 
 
-def mse_bound(fisher, S, sigma: float) -> Bound:
+def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Corollary 1 (eq. 3): ``Tr((E[G]/σ² + S)⁻¹)/d`` for σ > 0."""
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
     if sigma == 0:
         raise ParameterError("mse_bound (Corollary 1) needs sigma > 0; for a noise-free encoder use "
                              "noiseless_mse_bound (Corollary 2).")
-    theta, weight = _generalised_eig(fisher, S)
-    value = float(np.sum(weight / (theta / sigma**2 + 1.0))) / fisher.d
-    return Bound("mse", value, "Tr((E[G]/sigma^2 + S)^-1) / d", fisher.d, sigma=sigma,
-                 rank=int(np.sum(theta > 0)), inputs=_summary(fisher, S))
+
+    def value(f: FisherEstimate, S_m: torch.Tensor) -> float:
+        theta, weight = _generalised_eig(f, S_m)
+        return float(np.sum(weight / (theta / sigma**2 + 1.0))) / f.d
+
+    theta, _ = _generalised_eig(fisher, getattr(S, "matrix", S))
+    return _finish("mse", with_sampling_error(value, fisher, S, level), "Tr((E[G]/sigma^2 + S)^-1) / d",
+                   fisher.d, sigma=sigma, rank=int(np.sum(theta > 0)), inputs=_summary(fisher, S), cut=_cut(fisher))
 
 
-def noiseless_mse_bound(fisher, S, tau: float = 1e-4) -> Bound:
+def noiseless_mse_bound(fisher, S, tau: float = 1e-4, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Corollary 2 (eq. 6): ``Tr((UᵀSU)⁻¹)/d``, U the null space of E[G] at threshold ``tau·λ_max``."""
     fisher, S = _prepare(fisher, S)
-    split = split_range_null(fisher, check_tau(tau))
-    U = split.null_basis
-    if U.shape[1] == 0:
-        value = 0.0
-    else:
-        evals = torch.linalg.eigvalsh(U.T @ S @ U)
+    tau = check_tau(tau)
+    split = split_range_null(fisher, tau)
+
+    def value(f: FisherEstimate, S_m: torch.Tensor) -> float:
+        U = split_range_null(f, tau).null_basis if f is not fisher else split.null_basis
+        if U.shape[1] == 0:
+            return 0.0
+        evals = torch.linalg.eigvalsh(U.T @ S_m @ U)
         if float(evals.min()) <= 0:
             raise ParameterError("UᵀSU is singular: S has no curvature along part of the null space of E[G], "
                                  "so Corollary 2 is infinite; check S (score_quality) or lower tau.")
-        value = float((1.0 / evals).sum()) / fisher.d
-    return Bound("noiseless_mse", value, "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0,
-                 tau=split.tau, rank=split.rank, inputs={**_summary(fisher, S), "threshold": split.threshold})
+        return float((1.0 / evals).sum()) / f.d
+
+    return _finish("noiseless_mse", with_sampling_error(value, fisher, S, level),
+                   "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0, tau=split.tau, rank=split.rank,
+                   inputs={**_summary(fisher, S), "threshold": split.threshold}, cut=split.cut)
 
 
 def ceiling(S) -> Bound:
     """The bound with no information (``E[G] = 0``): ``Tr(S⁻¹)/d`` (section 5.5)."""
     S_t = torch.as_tensor(getattr(S, "matrix", S))
-    S = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")
+    S = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")  # the plug-in value: see rtc
     evals = torch.linalg.eigvalsh(S)
     if float(evals.min()) <= 0:
         raise ParameterError("S (score matrix) must be positive definite to have a ceiling Tr(S^-1)/d.")
@@ -129,7 +171,10 @@ def ceiling(S) -> Bound:
 
 
 def rtc(bound, ceiling_bound) -> Bound:
-    """Ratio to ceiling (section 5.5): ``ln(ceiling / bound)``; 0 = no information, ∞ when the bound is 0."""
+    """Ratio to ceiling (section 5.5): ``ln(ceiling / bound)``; 0 = no information, ∞ when the bound is 0.
+
+    With the bound's lower confidence value and the ceiling's plug-in value, RTC errs high: it never
+    understates how much the release can leak."""
     b, c = float(bound), float(ceiling_bound)
     if c <= 0 or b < 0:
         raise ParameterError(f"RTC needs a positive ceiling and a non-negative bound (got {c}, {b}).")

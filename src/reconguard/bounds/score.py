@@ -15,20 +15,46 @@ from ..errors import ParameterError, ShapeError
 from ..results import Result
 
 
-def score_matrix(source, data=None, n: int = 20000, *, generator: torch.Generator | None = None,
-                 seed: int | None = 0, chunk: int = 2048) -> torch.Tensor:
-    """``S`` as a ``d×d`` float64 tensor.
+@dataclass(frozen=True)
+class ScoreMatrix(Result):
+    """``S`` (``matrix``, d×d float64) estimated from ``n`` samples, with ``groups`` partial means over
+    disjoint blocks of them (``group_means``), so that a bound can carry S's Monte-Carlo error
+    (:mod:`reconguard.bounds.sampling`). ``exact`` when it is a closed form (no blocks)."""
 
-    ``source`` is a prior (``reconguard.data.GaussianMixturePrior``) or any score function
-    ``s(x) -> N×d``. A Gaussian prior gives ``I/eta²`` exactly. Otherwise ``s sᵀ`` is averaged
-    over ``data`` (samples of π, ``N×d`` or images) or, when ``data`` is None, over ``n``
-    samples drawn from the prior.
+    matrix: torch.Tensor
+    n: int
+    exact: bool
+    group_means: torch.Tensor | None = None
+    group_sizes: tuple = ()
+    _skip_in_dict = ("matrix", "group_means")
+
+    @property
+    def groups(self) -> int:
+        return 0 if self.group_means is None else int(self.group_means.shape[0])
+
+    def leave_out(self, b: int) -> torch.Tensor:
+        """S without block ``b`` (the grouped jackknife's leave-one-out matrix)."""
+        sizes = torch.tensor(self.group_sizes, dtype=torch.float64)
+        keep = torch.arange(self.groups) != b
+        S = (self.group_means[keep] * sizes[keep, None, None]).sum(0) / sizes[keep].sum()
+        return (S + S.T) / 2
+
+
+def estimate_score_matrix(source, data=None, n: int = 20000, *, groups: int = 10,
+                          generator: torch.Generator | None = None, seed: int | None = 0,
+                          chunk: int = 2048) -> ScoreMatrix:
+    """``S = E[s(x) s(x)ᵀ]`` as a :class:`ScoreMatrix`.
+
+    ``source`` is a prior (``reconguard.data.GaussianMixturePrior`` / ``GaussianPrior``) or any score
+    function ``s(x) -> N×d``. A Gaussian prior gives its exact S (``I/eta²``, ``Σ⁻¹``). Otherwise
+    ``s sᵀ`` is averaged over ``data`` (samples of π, ``N×d`` or images) or, when ``data`` is None,
+    over ``n`` samples drawn from the prior, keeping ``groups`` partial means (0: none).
     """
     exact = getattr(source, "exact_score_matrix", None)
     if exact is not None and data is None:
         S = exact()
         if S is not None:
-            return S
+            return ScoreMatrix(S, 0, True)
     score_fn: Callable = getattr(source, "score", source)
     if not callable(score_fn):
         raise ParameterError("score_matrix needs a prior with .score(x) or a score function s(x).")
@@ -40,14 +66,34 @@ def score_matrix(source, data=None, n: int = 20000, *, generator: torch.Generato
         x = source.sample(check_positive_int(n, "n"), generator=generator)
     else:
         x = as_samples(data)
-    total, count = None, 0
-    for xc in x.split(chunk):
-        s = check_finite(as_tensor(score_fn(xc), "score", dtype=torch.float64), "score s(x)")
-        s = s.reshape(xc.shape[0], -1)
-        total = s.T @ s if total is None else total + s.T @ s
-        count += xc.shape[0]
-    S = total / count
-    return (S + S.T) / 2
+    N = x.shape[0]
+    groups = min(max(0, int(groups)), N) if N > 1 else 0
+    edges = [round(b * N / groups) for b in range(groups + 1)] if groups else [0, N]
+    parts = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        total = None
+        for xc in x[a:b].split(chunk):
+            s = check_finite(as_tensor(score_fn(xc), "score", dtype=torch.float64), "score s(x)")
+            s = s.reshape(xc.shape[0], -1)
+            total = s.T @ s if total is None else total + s.T @ s
+        parts.append(total)
+    S = sum(parts) / N
+    S = (S + S.T) / 2
+    if not groups:
+        return ScoreMatrix(S, N, False)
+    sizes = tuple(b - a for a, b in zip(edges[:-1], edges[1:]))
+    means = torch.stack([p / c for p, c in zip(parts, sizes)])
+    return ScoreMatrix(S, N, False, means, sizes)
+
+
+def score_matrix(source, data=None, n: int = 20000, *, generator: torch.Generator | None = None,
+                 seed: int | None = 0, chunk: int = 2048) -> torch.Tensor:
+    """``S`` as a ``d×d`` float64 tensor (:func:`estimate_score_matrix` without its blocks).
+
+    A plain tensor is taken as exact by the bounds; pass the :class:`ScoreMatrix` of
+    :func:`estimate_score_matrix` instead to have them carry S's sampling error.
+    """
+    return estimate_score_matrix(source, data, n, groups=0, generator=generator, seed=seed, chunk=chunk).matrix
 
 
 @dataclass(frozen=True)

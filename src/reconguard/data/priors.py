@@ -5,6 +5,9 @@
 * ``gaussian_prior(mu, eta, d)``: K = 1, ``N(mu·1, eta²·I_d)`` — the Gaussian dataset of the
   spectral-bounds paper (section 6.1). Its score is ``s(x) = −(x − mu·1)/eta²`` and its score
   matrix ``S = E[s sᵀ] = I_d/eta²`` exactly.
+* ``GaussianPrior(mean, cov)``: ``N(μ, Σ)`` with a full covariance; score ``−Σ⁻¹(x − μ)``, ``S = Σ⁻¹``
+  exactly. With a linear encoder its Bayes MMSE has a closed form (the posterior covariance), which the
+  bounds' property tests compare against.
 * ``smoothed_empirical_prior(data, sigma_s)``: one component per image — the distribution of
   smoothed images ``x = x_i + N(0, sigma_s²·I)`` (section 6.1's smoothing, Assumption 1). Its score
   is exact, ``s(x) = (Σ_k w_k(x) m_k − x)/sigma_s²`` with ``w = softmax(−‖x − m_k‖²/(2 sigma_s²))``;
@@ -93,6 +96,57 @@ class GaussianMixturePrior:
 
     def __repr__(self) -> str:
         return f"GaussianMixturePrior({self.name!r}, K={self.n_components}, d={self.dim}, std={self.std:g})"
+
+
+class GaussianPrior:
+    """``N(mean, cov)`` in float64 with a full, positive definite ``d×d`` covariance."""
+
+    n_components = 1
+
+    def __init__(self, mean, cov, name: str = "gaussian"):
+        mean = check_finite(as_tensor(mean, "mean", dtype=torch.float64), "mean").reshape(-1)
+        cov = check_finite(as_tensor(cov, "cov", dtype=torch.float64), "cov")
+        d = mean.shape[0]
+        if cov.shape != (d, d):
+            raise ShapeError(f"cov must be {d}×{d} to match the mean, got shape {tuple(cov.shape)}.")
+        cov = (cov + cov.T) / 2
+        try:
+            self._chol = torch.linalg.cholesky(cov)
+        except RuntimeError:
+            raise ShapeError("cov must be positive definite (its Cholesky factorisation failed).") from None
+        self.mean, self.cov, self.name = mean, cov, name
+        self.precision = torch.cholesky_inverse(self._chol)
+
+    @property
+    def dim(self) -> int:
+        return self.mean.shape[0]
+
+    @property
+    def means(self) -> torch.Tensor:
+        return self.mean[None]
+
+    def covariance(self) -> torch.Tensor:
+        return self.cov
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        n = check_positive_int(n, "n")
+        z = torch.randn(n, self.dim, generator=generator, dtype=torch.float64)
+        return self.mean + z @ self._chol.T
+
+    def score(self, x: torch.Tensor) -> torch.Tensor:
+        """``−Σ⁻¹(x − μ)``, ``n×d`` float64."""
+        x = as_tensor(x, "x", dtype=torch.float64).cpu()
+        x = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(1, -1)
+        if x.shape[1] != self.dim:
+            raise ShapeError(f"x has dimension {x.shape[1]}, the prior {self.name!r} has d={self.dim}.")
+        return -(x - self.mean) @ self.precision
+
+    def exact_score_matrix(self) -> torch.Tensor:
+        """``S = E[s sᵀ] = Σ⁻¹``."""
+        return self.precision.clone()
+
+    def __repr__(self) -> str:
+        return f"GaussianPrior({self.name!r}, d={self.dim})"
 
 
 def gaussian_prior(mu: float = 0.5, eta: float = 0.2, d: int = 784) -> GaussianMixturePrior:

@@ -57,7 +57,9 @@ class ATAT(PGDTraining):
     """Anti-adversarial training: ``CE(x, y) + λ·CE(x + δ, y′)``, δ a targeted PGD toward y′ ≠ y."""
 
     targeted = True
-    # Table 6 (ε, step size and LR are ×1e−4 there; here in plain units). gamma: MultiStepLR decay.
+    # Table 6 as printed (ε, step size and LR are ×1e−4 there; here in plain units). gamma: MultiStepLR decay.
+    # The reference runs PGD on inputs normalised to [−1, 1], so its ε and step size are in those units:
+    # twice pixel units. ``preset`` converts them (REFERENCE_SCALE); LR is unit-free.
     TABLE6 = {
         "facescrub-rn152": dict(lam=0.040, steps=3, gamma=0.4, eps=1.5e-4, step_size=0.5e-4, lr=4e-4),
         "facescrub-rn18": dict(lam=0.125, steps=5, gamma=0.1, eps=5e-4, step_size=1e-4, lr=1e-4),
@@ -67,10 +69,11 @@ class ATAT(PGDTraining):
         "celeba-rn18-a": dict(lam=0.010, steps=5, gamma=0.1, eps=50e-4, step_size=10e-4, lr=10e-4),
         "celeba-dn169": dict(lam=0.020, steps=3, gamma=0.4, eps=3e-4, step_size=1e-4, lr=5e-4),
         "dogs-rn152": dict(lam=0.080, steps=3, gamma=0.1, eps=5e-4, step_size=2e-4, lr=1e-4),
-        # small scale (not in the paper): digits 0–4 at 16×16, small ResNet-18; chosen so the targeted PGD
-        # reaches y′ on most of a batch (measured in tests/test_defenses.py)
-        "digits": dict(lam=0.5, steps=3, gamma=0.1, eps=0.05, step_size=0.02, lr=1e-3),
     }
+    REFERENCE_SCALE = 2.0  # [−1, 1] units per pixel unit: ε_pixels = ε_table / 2
+    # small scale (not in the paper), already in pixel units: digits 0–4 at 16×16, small ResNet-18; chosen so
+    # the targeted PGD reaches y′ on most of a batch (measured in tests/test_defenses.py)
+    SMALL = {"digits": dict(lam=0.5, steps=3, gamma=0.1, eps=0.05, step_size=0.02, lr=1e-3)}
 
     def __init__(self, lam: float = 0.04, steps: int = 3, eps: float = 1.5e-4, step_size: float = 0.5e-4, *,
                  random_start: bool = True, bn_mode: str = "eval", normalization=None,
@@ -84,10 +87,17 @@ class ATAT(PGDTraining):
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "ATAT":
-        """A Table 6 row (or ``digits``); ``.fit_options`` carries its ``lr`` and ``gamma`` for ``fit``."""
-        if name not in cls.TABLE6:
-            raise UnknownOptionError(f"unknown AT-AT preset {name!r}; choose one of {', '.join(cls.TABLE6)}.")
-        row = dict(cls.TABLE6[name])
+        """A Table 6 row (ε and step size converted from the reference's [−1, 1] units to pixels) or
+        ``digits``; ``.fit_options`` carries its ``lr`` and ``gamma`` for ``fit``."""
+        if name in cls.TABLE6:
+            row = dict(cls.TABLE6[name])
+            row["eps"] /= cls.REFERENCE_SCALE
+            row["step_size"] /= cls.REFERENCE_SCALE
+        elif name in cls.SMALL:
+            row = dict(cls.SMALL[name])
+        else:
+            raise UnknownOptionError(f"unknown AT-AT preset {name!r}; choose one of "
+                                     f"{', '.join([*cls.TABLE6, *cls.SMALL])}.")
         fit_options = {"lr": row.pop("lr"), "gamma": row.pop("gamma")}
         row.update(overrides)
         obj = cls(**row)

@@ -24,8 +24,8 @@ DEFENSES = {
     "at": (AdversarialTraining, {}),
     "mid": (MID, {}),
     "bido": (BiDO, {}),
-    "tldmi": (TLDMI, {"frozen": 6}),
-    "tldmi-5": (TLDMI, {"frozen": 5}),
+    "tldmi": (TLDMI, {"frozen": 7}),    # the reference's freeze_layers = 6 (i <= 6): conv1 … layer3
+    "tldmi-5": (TLDMI, {"frozen": 6}),  # freeze_layers = 5: conv1 … layer2
     "negls": (NegLS, {}),
     "rolss": (RoLSS, {"scale": 0.0}),
     "rolss-ssf": (RoLSS, {"scale": 0.2}),

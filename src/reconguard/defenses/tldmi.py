@@ -2,8 +2,10 @@
 trained on public data and fine-tune only the later layers on the private set.
 
 "Layers" are the model's top-level children in registration order (torchvision's ResNet: conv1, bn1,
-relu, maxpool, layer1, …), the count TL-DMI's code uses: ``TLDMI(frozen=6)`` freezes conv1 … layer2,
-``TL-DMI-5`` (``frozen=5``) conv1 … layer1. Frozen layers get ``requires_grad = False`` and their
+relu, maxpool, layer1, layer2, layer3, …). ``frozen`` counts them. The TL-DMI and AT-AT reference code
+freezes child ``i`` when ``i <= freeze_layers``, i.e. ``freeze_layers + 1`` children: TL-DMI
+(``freeze_layers = 6``) is ``TLDMI(frozen=7)``, conv1 … layer3; ``TL-DMI-5`` (``freeze_layers = 5``)
+is ``frozen=6``, conv1 … layer2. ``frozen_names`` (after ``prepare``) lists them for the report. Frozen layers get ``requires_grad = False`` and their
 BatchNorm running statistics are kept fixed as well (``freeze_bn_stats``). ``pretrained``: a state dict
 or a path to one (a classifier head of another size is skipped).
 """
@@ -23,7 +25,7 @@ def _pin_eval(module, inputs):
 
 
 class TLDMI:
-    def __init__(self, frozen: int = 6, pretrained=None, freeze_bn_stats: bool = True):
+    def __init__(self, frozen: int = 7, pretrained=None, freeze_bn_stats: bool = True):
         self.frozen = check_positive_int(frozen, "frozen (number of first layers to freeze)")
         self.pretrained, self.freeze_bn_stats = pretrained, freeze_bn_stats
         self.frozen_names: list[str] = []

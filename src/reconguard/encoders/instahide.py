@@ -13,9 +13,12 @@ Each private image x_i is replaced by
   (and λ_0 + λ_1 ≥ c2 in cross mode)}: Dirichlet(1, …, 1) — uniform on the simplex — with whole-batch
   rejection, vectorised. The reference draws |N(0, 1)| normalised and rejects per image in a Python
   loop; its distribution has no stated meaning, uniform does. Requires c1 ≥ 1/k.
-* **Partners.** Inside mode: k − 1 other private images, never the image itself and never twice in
-  one mix. Cross mode: one other private image and k − 2 public images drawn from the whole pool
-  on every call (the reference only ever used the first N public images).
+* **Partners.** As in the reference code's permutation scheme, each partner slot is a permutation of
+  the private images, so in one call (an epoch) every private image appears in exactly k mixes (inside
+  mode: once as itself, once in each of the k − 1 partner slots; cross mode: exactly 2), never mixed
+  with itself and never twice in one mix (the reference allows both; we repair the permutations by
+  swaps). Cross mode adds k − 2 public images drawn from the whole pool on every call (the reference
+  only ever used the first N public images).
 * **Mask.** A fresh ±1 pixel-wise mask per encryption, from ``os.urandom`` bits (a cryptographic
   source) by default; ``seed=`` makes masks, coefficients and partners reproducible (for tests), and
   the result says so (``Encryption.reproducible``). Mixup is the same with no mask.
@@ -127,6 +130,41 @@ def _distinct_rows(n: int, k: int, pool: int, exclude: torch.Tensor | None, g: t
     return idx
 
 
+def _permutation_partners(n: int, cols: int, g: torch.Generator, max_rounds: int = 200) -> torch.Tensor:
+    """``n×cols`` partner indices: every column a permutation of ``range(n)``, and every row free of its own
+    index and of repeats. Each column starts as a random permutation; a row in conflict swaps its entry
+    with a random other row when the swap leaves both rows valid."""
+    if cols > n - 1:
+        raise ParameterError(f"need {cols} distinct partners per image but only {n - 1} other images are available; "
+                             "use a smaller k or more images.")
+    out = torch.empty(n, cols, dtype=torch.long)
+    own = torch.arange(n)
+    for j in range(cols):
+        p = torch.randperm(n, generator=g)
+        taken = torch.cat([own[:, None], out[:, :j]], 1)  # n×(j+1): what row i may not receive
+
+        def bad_rows(p):
+            return ((p[:, None] == taken).any(1)).nonzero().reshape(-1).tolist()
+
+        bad = bad_rows(p)
+        for _ in range(max_rounds):
+            if not bad:
+                break
+            for a in bad:
+                for b in torch.randint(n, (32,), generator=g).tolist():
+                    if p[b] not in taken[a] and p[a] not in taken[b]:
+                        p[a], p[b] = p[b].clone(), p[a].clone()
+                        break
+            bad = bad_rows(p)
+        if bad:  # tiny n: fall back to a random relabelling of cyclic shifts, always valid
+            sigma = torch.randperm(n, generator=g)
+            inv = torch.argsort(sigma)
+            shifts = torch.randperm(n - 1, generator=g)[:cols] + 1
+            return inv[(sigma[:, None] + shifts[None, :]) % n]
+        out[:, j] = p
+    return out
+
+
 def _mask_bytes(nbytes: int, generator: torch.Generator | None) -> torch.Tensor:
     """Random bytes: from ``os.urandom`` (cryptographic) or, for a seeded run, the generator."""
     if generator is None:
@@ -209,9 +247,11 @@ class InstaHide:
         own = torch.arange(n)
         public = torch.zeros(n, self.k, dtype=torch.bool)
         if self.mode == "inside":
-            partners = torch.cat([own[:, None], _distinct_rows(n, self.k - 1, n, own, g)], 1)
+            partners = torch.cat([own[:, None], _permutation_partners(n, self.k - 1, g)], 1)
         else:
-            other = _distinct_rows(n, 1, n, own, g)
+            if n < 2:
+                raise ParameterError("cross mode mixes two private images: give at least 2.")
+            other = _permutation_partners(n, 1, g)
             n_pub = len(self.public) if self.k > 2 else 0
             pub = _distinct_rows(n, self.k - 2, n_pub, None, g) if self.k > 2 else torch.empty(n, 0, dtype=torch.long)
             partners = torch.cat([own[:, None], other, pub], 1)

@@ -1,17 +1,20 @@
 """Every MSE bound for one encoder and one prior, at several noise levels (what ``reconguard bound`` prints).
 
 One E[G] estimate and one S serve every σ: Corollary 1 (σ > 0) or Corollary 2 (σ = 0),
-Theorem 1 (Maeng et al.), the ceiling and RTC.
+Theorem 1 (Maeng et al.), the ceiling and RTC. ``bound`` is the value to compare attacks with: when
+E[G] or S was sampled, the one-sided lower confidence bound at ``level``; ``bound_point`` is the
+plug-in value and ``bound_stderr`` its jackknife s.e. (:mod:`reconguard.bounds.sampling`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import torch
 from torch import nn
 
-from ..bounds import FisherEstimate, ceiling, estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound, rtc, score_matrix
+from ..bounds import (DEFAULT_LEVEL, FisherEstimate, ceiling, estimate_fisher, estimate_score_matrix, maeng_bound,
+                      mse_bound, noiseless_mse_bound, rtc)
 from ..checks import check_sigma, check_tau
 from ..data import GaussianMixturePrior
 from ..encoders import split_noise
@@ -28,13 +31,31 @@ class BoundRow(Result):
     rtc: float
     rank: int
     tau: float | None
+    _: KW_ONLY  # (keyword-only, so that rows extending BoundRow can add required fields)
+    bound_point: float | None = None   # plug-in value (= bound when E[G] and S are exact)
+    bound_stderr: float | None = None  # jackknife s.e. of the plug-in value
+    level: float | None = None         # confidence level of ``bound``
+    cut: str | None = None             # the spectrum's zero threshold rule
+
+    @property
+    def rtc_infinite(self) -> bool:
+        """RTC = ∞ (the bound is 0: nothing is guaranteed); JSON writes ``rtc: null`` with this flag."""
+        return self.rtc == float("inf")
+
+    def to_dict(self):
+        out = super().to_dict()
+        if self.rtc_infinite:
+            out["rtc"] = None
+        out["rtc_infinite"] = self.rtc_infinite
+        return out
 
 
-def bound_row(fisher: FisherEstimate, S: torch.Tensor, top, sigma: float, tau: float) -> BoundRow:
+def bound_row(fisher: FisherEstimate, S, top, sigma: float, tau: float, level: float = DEFAULT_LEVEL) -> BoundRow:
     """Corollary 1 (σ > 0) or Corollary 2 (σ = 0), Theorem 1, the ceiling ``top`` and RTC at one σ."""
-    b = mse_bound(fisher, S, sigma) if sigma > 0 else noiseless_mse_bound(fisher, S, tau)
-    return BoundRow(sigma, b.name, b.value, maeng_bound(fisher, S, sigma).value, top.value, rtc(b, top).value,
-                    b.rank if b.rank is not None else fisher.m, tau if sigma == 0 else None)
+    b = mse_bound(fisher, S, sigma, level=level) if sigma > 0 else noiseless_mse_bound(fisher, S, tau, level=level)
+    return BoundRow(sigma, b.name, b.value, maeng_bound(fisher, S, sigma, level=level).value, top.value,
+                    rtc(b, top).value, b.rank if b.rank is not None else fisher.m, tau if sigma == 0 else None,
+                    bound_point=b.point, bound_stderr=b.stderr, level=b.level, cut=b.cut)
 
 
 @dataclass(frozen=True)
@@ -49,8 +70,12 @@ class BoundReport(Result):
 
 
 def default_tau(fisher: FisherEstimate) -> float:
-    """τ = 0 (exact null space) when E[G] is exact, else the paper's 1e-4 (section 6.1)."""
-    return 0.0 if fisher.exact else 1e-4
+    """τ = 0: the null space up to float64 round-off, exact or estimated E[G] alike.
+
+    The paper's τ = 1e-4 (section 6.1) calls directions with eigenvalues below 1e-4·λ_max null; an
+    attacker of a noise-free encoder still reads them, so a larger τ can only raise Corollary 2
+    above what is guaranteed. Ask for it explicitly (``--tau``) to reproduce the paper's figures."""
+    return 0.0
 
 
 def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0, 1e-3), *, tau: float | None = None,
@@ -63,7 +88,7 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
     data = None if hasattr(enc, "exact_fisher") else prior.sample(k, generator=g)
     fisher = estimate_fisher(enc, data, k=k, seed=seed, device=device, progress=progress)
     tau = default_tau(fisher) if tau is None else check_tau(tau)
-    S = score_matrix(prior, n=score_samples, seed=seed + 1)
+    S = estimate_score_matrix(prior, n=score_samples, seed=seed + 1)
     top = ceiling(S)
     rows = [bound_row(fisher, S, top, sigma, tau) for sigma in sigmas]
     return BoundReport(type(enc).__name__, prior.name, fisher.d, fisher.m, fisher, rows,

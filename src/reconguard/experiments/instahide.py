@@ -93,7 +93,7 @@ def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T
         start = time.perf_counter()
         acc_t1 = acc_t = eps = None
         if method in ("vanilla", "dpsgd"):
-            defense = DPSGD(epochs=epochs, seed=seed, **(dp or {})) if method == "dpsgd" else None
+            defense = DPSGD(seed=seed, **(dp or {})) if method == "dpsgd" else None
             res = fit(model, norm(train), norm(val), epochs=epochs, lr=lr, seed=seed, device=device, progress=False,
                       defense=defense)
             if method == "dpsgd":

@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from ..bounds import ddpm_score, score_matrix
+from ..bounds import ddpm_score, estimate_score_matrix
 from ..data import (DEFAULT_SIGMA_S, GaussianMixturePrior, ImageDataset, gaussian_prior, load_cifar10, load_digits,
                     load_mnist, smoothed_empirical_prior)
 from ..errors import ParameterError, UnknownOptionError
@@ -74,9 +74,9 @@ def setup_prior(name: str, cfg: dict, size: int, score: str = "exact", score_sam
     else:
         raise UnknownOptionError(f"score must be 'exact', 'model:PATH' or 'ddpm:FOLDER', got {score!r}.")
     if exact:
-        S = score_matrix(prior, n=score_samples, seed=seed)
+        S = estimate_score_matrix(prior, n=score_samples, seed=seed)
     else:
         samples = prior.sample(score_samples, generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():
-            S = score_matrix(fn, samples)
+            S = estimate_score_matrix(fn, samples)
     return PriorSetup(name, prior, tuple(shape), labelled, fn, S, exact, score)

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
-from ..bounds import ceiling, estimate_fisher, psi_terms, score_matrix
+from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, psi_terms
 from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
@@ -85,8 +85,10 @@ class SweepPoint(BoundRow):
     d: int
     k: int
     attacks: dict = field(default_factory=dict)  # name → {"mse", "stderr", "n", ["lpips", "lpips_stderr"], ...}
-    lpips_bound: float | None = None             # Theorem 2 (σ > 0) / Corollary 3 (σ = 0) with Ψ = LPIPS
-    lpips_bound_stderr: float | None = None      # jackknife over the probe inputs
+    lpips_bound: float | None = None             # Theorem 2 (σ > 0) / Corollary 3 (σ = 0) with Ψ = LPIPS: the
+    #                                              lower confidence bound over the probe inputs
+    lpips_bound_point: float | None = None       # its plug-in value
+    lpips_bound_stderr: float | None = None      # jackknife s.e. over the probe inputs
 
     @property
     def attack_mse(self) -> float | None:
@@ -102,24 +104,34 @@ class SweepPoint(BoundRow):
 
     @property
     def holds(self) -> bool | None:
-        """Every attack's MSE ≥ the MSE bound (and LPIPS ≥ the LPIPS bound, when computed), allowing
-        3 standard errors of Monte-Carlo noise."""
+        """Every attack's MSE ≥ the MSE bound (and LPIPS ≥ the LPIPS bound, when computed). The bounds are
+        already lower confidence bounds (their own sampling error is in them); the attack's Monte-Carlo
+        error is allowed for with 3 of its standard errors."""
         if not self.attacks:
             return None
 
-        def ok(value, se, bound, bound_se=0.0):
+        def ok(value, se, bound):
             se = se if math.isfinite(se) else 0.0
-            bound_se = bound_se if bound_se is not None and math.isfinite(bound_se) else 0.0
-            return value - bound * (1 - 1e-9) >= -3 * math.hypot(se, bound_se)
+            return value - bound * (1 - 1e-9) >= -3 * se
 
         mse_ok = all(ok(a["mse"], a["stderr"], self.bound) for a in self.attacks.values())
-        lp_ok = self.lpips_bound is None or all(ok(a["lpips"], a["lpips_stderr"], self.lpips_bound,
-                                                   self.lpips_bound_stderr)
+        lp_ok = self.lpips_bound is None or all(ok(a["lpips"], a["lpips_stderr"], self.lpips_bound)
                                                 for a in self.attacks.values() if "lpips" in a)
         return mse_ok and lp_ok
 
+    @property
+    def margin_se(self) -> float | None:
+        """(strongest attack − plug-in bound) in standard errors of their difference; a negative value on
+        a row that ``holds`` is "within noise"."""
+        if not self.attacks:
+            return None
+        a = min(self.attacks.values(), key=lambda a: a["mse"])
+        point = self.bound_point if self.bound_point is not None else self.bound
+        se = math.hypot(a["stderr"] if math.isfinite(a["stderr"]) else 0.0, self.bound_stderr or 0.0)
+        return (a["mse"] - point) / se if se > 0 else (math.inf if a["mse"] >= point else -math.inf)
+
     def to_dict(self):
-        return {**super().to_dict(), "attack_mse": self.attack_mse, "holds": self.holds}
+        return {**super().to_dict(), "attack_mse": self.attack_mse, "holds": self.holds, "margin_se": self.margin_se}
 
 
 @dataclass(frozen=True)
@@ -248,7 +260,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
               examples: dict | None = None, lpips: dict | None = None, device=None) -> list[SweepPoint]:
     """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
 
-    ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 8}``) adds the LPIPS
+    ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 32}``) adds the LPIPS
     Ψ-bounds (Theorem 2 / Corollary 3, at ``taus[0]``) and each attack's LPIPS."""
     cfg = dict(cfg or {})
     lp = None
@@ -258,7 +270,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
     d = prior.dim
     score_fn = score_fn or prior.score
     if S is None:
-        S = score_matrix(prior, n=score_samples, seed=seed)
+        S = estimate_score_matrix(prior, n=score_samples, seed=seed)
     top = ceiling(S)
     sizes = attack_sizes(n_attack, attacks)
     x = prior.sample(max(sizes.values(), default=1), generator=torch.Generator().manual_seed(seed + 17))
@@ -278,7 +290,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
             linear = spec.family in ("linear", "skewed")
             terms = psi_terms(fishers[max(ks)], lp.psi(in_shape), fisher_pool, score_fn,
                               encoder=None if linear else enc, tau=float(taus[0]),
-                              probes=int(lpips.get("probes", 16)), n_inputs=int(lpips.get("n_inputs", 8)), seed=seed,
+                              probes=int(lpips.get("probes", 16)), n_inputs=int(lpips.get("n_inputs", 32)), seed=seed,
                               device=device)
         for j, sigma in enumerate(sigmas):
             g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
@@ -292,7 +304,8 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
                                              family=spec.family, axis=axis, x=xval, m=fisher.m, d=d,
                                              k=fisher.k, attacks=results,
                                              lpips_bound=lp_b.value if lp_b else None,
-                                             lpips_bound_stderr=lp_b.inputs["stderr"] if lp_b else None))
+                                             lpips_bound_point=lp_b.point if lp_b else None,
+                                             lpips_bound_stderr=lp_b.stderr if lp_b else None))
             if examples is not None and recons:
                 best = min(results, key=lambda a: results[a]["mse"])
                 rtc_val = bound_row(fishers[max(ks)], S, top, float(sigma), float(taus[0])).rtc

@@ -11,6 +11,10 @@ and the components are weighted by their evidence ``p(e | k) = N(e; W m_k, σ²I
 (σ = 0: the row-space part ``W⁺e`` is ``N(P_row m_k, s² P_row)``). With one component
 (``N(mu·1, eta²I)``) the weights are 1 and this is exactly eqs. 8 and 9. The mixture form is the
 Bayes-optimal attack for the smoothed-empirical prior (a dataset plus smoothing noise).
+
+For a Gaussian prior ``N(μ, Σ)`` with a full covariance (``reconguard.data.GaussianPrior``) the
+posterior mean is ``μ + K(e − Wμ)``, ``K = ΣWᵀ(WΣWᵀ + σ²I)⁺`` (σ = 0 included), and the Bayes
+MMSE per coordinate is ``Tr(Σ − KWΣ)/d`` (:func:`gaussian_bayes_mmse`): the exact error no attack beats.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Callable
 import torch
 
 from ...checks import as_tensor, check_finite, check_sigma
-from ...data.priors import GaussianMixturePrior, gaussian_prior
+from ...data.priors import GaussianMixturePrior, GaussianPrior, gaussian_prior
 from ...encoders.linear import LinearEncoder
 from ...encoders.noisy import split_noise
 from ...errors import ParameterError, ShapeError
@@ -30,6 +34,11 @@ def _linear_weight(encoder) -> torch.Tensor:
     enc, _ = split_noise(encoder) if isinstance(encoder, torch.nn.Module) else (encoder, 0.0)
     if isinstance(enc, LinearEncoder):
         return enc.W.detach().cpu().to(torch.float64)
+    if isinstance(enc, torch.nn.Linear):
+        if enc.bias is not None and bool((enc.bias != 0).any()):
+            raise ParameterError("nn.Linear with a bias: subtract it from the embeddings and pass the layer's "
+                                 "weight (an m×d W) instead.")
+        return enc.weight.detach().cpu().to(torch.float64)
     if isinstance(enc, torch.Tensor):
         if enc.ndim != 2:
             raise ShapeError(f"W must be m×d, got shape {tuple(enc.shape)}.")
@@ -93,7 +102,56 @@ def mixture_mmse_attack(encoder, prior: GaussianMixturePrior, sigma: float | Non
     return attack
 
 
-def mmse_attack(encoder, mu: float, eta: float, sigma: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Posterior mean under the Gaussian prior ``N(mu·1, eta²I)``: eq. 8 (σ > 0) or eq. 9 (σ = 0)."""
+def _gain(W: torch.Tensor, cov: torch.Tensor, sigma: float) -> torch.Tensor:
+    """``K = ΣWᵀ(WΣWᵀ + σ²I)⁺`` (d×m)."""
+    C = W @ cov @ W.T + sigma**2 * torch.eye(W.shape[0], dtype=torch.float64)
+    return cov @ W.T @ (torch.linalg.pinv(C, hermitian=True) if sigma == 0 else torch.linalg.inv(C))
+
+
+def gaussian_bayes_mmse(encoder, prior: GaussianPrior | GaussianMixturePrior, sigma: float | None = None) -> float:
+    """The Bayes MMSE per coordinate ``Tr(Σ − KWΣ)/d`` of a linear encoder under a Gaussian prior (K = 1)."""
+    W = _linear_weight(encoder)
+    sigma = _resolve_sigma(encoder, sigma)
+    cov = _gaussian_cov(prior, W.shape[1])
+    return float(torch.trace(cov - _gain(W, cov, sigma) @ W @ cov)) / W.shape[1]
+
+
+def _gaussian_cov(prior, d: int) -> torch.Tensor:
+    if getattr(prior, "n_components", 1) != 1:
+        raise ParameterError("the closed form needs a single Gaussian prior (GaussianPrior or gaussian_prior).")
+    if prior.dim != d:
+        raise ShapeError(f"The prior has d={prior.dim} but the encoder's W has d={d}.")
+    return prior.covariance()
+
+
+def gaussian_mmse_attack(encoder, prior: GaussianPrior, sigma: float | None = None,
+                         chunk: int = 4096) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``attack(e) = μ + K(e − Wμ)``: the posterior mean under ``N(μ, Σ)`` (full Σ), σ ≥ 0."""
+    W = _linear_weight(encoder)
+    sigma = _resolve_sigma(encoder, sigma)
+    m, d = W.shape
+    cov = _gaussian_cov(prior, d)
+    K = _gain(W, cov, sigma)
+    mu = prior.means[0]
+    offset = mu - K @ (W @ mu)
+
+    def attack(e: torch.Tensor) -> torch.Tensor:
+        e = check_finite(as_tensor(e, "embeddings", dtype=torch.float64), "embeddings").detach().cpu()
+        if e.ndim != 2 or e.shape[1] != m:
+            raise ShapeError(f"embeddings must be N×{m}, got shape {tuple(e.shape)}.")
+        return torch.cat([ec @ K.T + offset for ec in e.split(chunk)])
+
+    return attack
+
+
+def mmse_attack(encoder, mu, eta: float | None = None, sigma: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Posterior mean under a Gaussian prior: ``mmse_attack(enc, mu, eta)`` for ``N(mu·1, eta²I)`` (eq. 8 for
+    σ > 0, eq. 9 for σ = 0), or ``mmse_attack(enc, prior)`` with a ``GaussianPrior`` ``N(μ, Σ)`` (full Σ)."""
+    if isinstance(mu, GaussianPrior):
+        return gaussian_mmse_attack(encoder, mu, sigma)
+    if isinstance(mu, GaussianMixturePrior):
+        return mixture_mmse_attack(encoder, mu, sigma)
+    if eta is None:
+        raise ParameterError("mmse_attack needs eta (the prior's std) with a scalar mu, or a GaussianPrior.")
     W = _linear_weight(encoder)
     return mixture_mmse_attack(encoder, gaussian_prior(mu, eta, W.shape[1]), sigma)
