@@ -38,7 +38,9 @@ def test_k_and_tau_sweeps_cover_their_grids(tmp_path):
     data = json.loads((out / "results.json").read_text())
     assert sorted({p["k"] for p in data["points"]}) == [4, 16]
     html = (out / "report.html").read_text()
-    assert "<th>k</th>" in html and "bounds.png" in html
+    assert "<th>k</th>" in html and (out / "bounds.png").is_file()
+    # the page stands alone: every figure is embedded, none is linked
+    assert "src='data:image/png;base64," in html and ".png'" not in html
 
 
 def test_user_recipe_by_path_with_a_trained_encoder_file(tmp_path):

@@ -1,7 +1,7 @@
 """Frozen result dataclasses and their JSON form.
 
 Every result reconguard reports is a frozen dataclass with ``to_dict()``; the dict is plain
-JSON (tensors and arrays become lists, non-finite floats become strings) so that every
+JSON (tensors and arrays become lists, non-finite floats become null) so that every
 number a user sees can be traced to the JSON file it came from.
 """
 
@@ -28,7 +28,7 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)  # "inf" / "nan": valid JSON, still readable
+        return None  # JSON null (strict JSON has no ∞ / NaN); see the module docstring
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

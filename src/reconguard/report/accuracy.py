@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .html import figures_html, fmt, page_start, row_html
+from .html import figures_html, fmt, page_start, row_html, settings_table
 from .plots import _save, plt
 
 
@@ -56,6 +56,8 @@ def render_accuracy_html(result, figures) -> str:
 Encrypted inference averages the model's probabilities over T encryptions of each test image, mixed with other
 test images (inside) or public patches (cross){", own coefficient ≥ " + str(s.get("own_floor")) if s.get("own_floor") else ""}.
 Plain inference feeds the normalised image unmixed and unmasked.</p>
+<h2>Settings</h2>
+{settings_table(s)}
 {figs}
 <table><tr>{"".join(f"<th>{html.escape(h)}</th>" for h in head)}</tr>{"".join(body)}</table>
 <p class="note">Numbers are read from <code>results.json</code> beside this page.</p>

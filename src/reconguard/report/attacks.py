@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from .html import figures_html, fmt, page_start, row_html
+from .html import figures_html, fmt, page_start, row_html, settings_table
 from .plots import _save, plt
 
 
@@ -44,6 +44,8 @@ The <b>random guess</b> row scores n random non-member digits submitted as the r
 margin over it.</p>
 <table><tr>{"".join(f"<th>{html.escape(h)}</th>" for h in head)}</tr>{"".join(body)}</table>
 {figs}
+<h2>Settings</h2>
+{settings_table(s)}
 <p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
 </body></html>
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .html import figures_html, fmt, page_start
+from .html import figures_html, fmt, page_start, settings_table
 from .plots import _save, plt
 
 
@@ -201,6 +201,8 @@ split, scored by an evaluation classifier of another architecture trained on the
 {figs}
 <table><tr>{"".join(f"<th>{html.escape(h)}</th>" for h in head)}</tr>{body}</table>
 {"".join(parts)}
+<h2>Settings</h2>
+{settings_table(result.settings)}
 <p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
 </body></html>
 """

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..experiments import run_recipe
 from ..io import atomic_directory, write_json_atomic, write_text_atomic
-from .html import render_html
+from .html import embed_images, render_html
 from .plots import plot_reconstructions, plot_rtc, plot_scatter, plot_score_quality, plot_sweep
 
 
@@ -19,7 +19,7 @@ def write_report(result, out_dir: str | Path) -> Path:
         with atomic_directory(out_dir) as tmp:
             write_json_atomic(tmp / "results.json", result)
             figures = write_mia_report(result, tmp, _private_examples(result))
-            write_text_atomic(tmp / "report.html", render_mia_html(result, figures))
+            _write_page(tmp, render_mia_html(result, figures))
         return out_dir
     if not hasattr(result, "points") and hasattr(result, "examples"):  # the attack suite on challenges
         from .attacks import plot_attack_grid, render_attacks_html
@@ -30,7 +30,7 @@ def write_report(result, out_dir: str | Path) -> Path:
             for i, (label, ex) in enumerate(result.examples.items()):
                 figures.append((f"{label}: original | reconstructions",
                                 plot_attack_grid(label, ex, tmp / f"grid_{i}.png").name))
-            write_text_atomic(tmp / "report.html", render_attacks_html(result, figures))
+            _write_page(tmp, render_attacks_html(result, figures))
         return out_dir
     if not hasattr(result, "points"):  # an accuracy experiment
         from .accuracy import plot_accuracy, render_accuracy_html
@@ -38,7 +38,7 @@ def write_report(result, out_dir: str | Path) -> Path:
         with atomic_directory(out_dir) as tmp:
             write_json_atomic(tmp / "results.json", result)
             figures = [("Test accuracy against k", plot_accuracy(result, tmp / "accuracy.png").name)]
-            write_text_atomic(tmp / "report.html", render_accuracy_html(result, figures))
+            _write_page(tmp, render_accuracy_html(result, figures))
         return out_dir
     kind = result.settings.get("plot", "axis")
     with atomic_directory(out_dir) as tmp:
@@ -65,8 +65,13 @@ def write_report(result, out_dir: str | Path) -> Path:
                 name = f"recon_{ds}_sigma{sigma:g}.png"
                 plot_reconstructions(ex, ds, sigma, tmp / name, image_shape=_image_shape(result, ex))
                 figures.append((f"Reconstructions with RTC, {ds}, σ = {sigma:g} (Figures 10/11)", name))
-        write_text_atomic(tmp / "report.html", render_html(result, figures))
+        _write_page(tmp, render_html(result, figures))
     return out_dir
+
+
+def _write_page(folder: Path, page: str) -> None:
+    """report.html, self-contained: every figure is embedded (the PNGs stay beside it as well)."""
+    write_text_atomic(folder / "report.html", embed_images(page, folder))
 
 
 def _image_shape(result, example) -> tuple[int, ...] | None:

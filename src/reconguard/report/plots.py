@@ -143,13 +143,22 @@ def plot_scatter(result, path: str | Path, color_by: str = "family", metric: str
 
 
 def plot_rtc(result, path: str | Path) -> Path:
-    """RTC = ln(ceiling / bound) against the sweep axis, one line per dataset × σ (infinite RTC omitted)."""
+    """RTC = ln(ceiling / bound) against the sweep axis, one line per dataset × σ (infinite RTC omitted).
+
+    Colour = dataset, line style and marker = σ, drawn from thick to thin: series that coincide (e.g. the
+    Gaussian prior at σ = 0 and 1e-3) stay visible one over the other."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for ds in result.datasets():
-        for sigma in result.sigmas():
-            pts = [p for p in result.select(ds, sigma) if math.isfinite(p.rtc)]
-            if pts:
-                ax.plot([p.x for p in pts], [p.rtc for p in pts], "o-", ms=3, label=f"{ds}, σ={sigma:g}")
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]
+    series = [(i, j, ds, sigma) for i, ds in enumerate(result.datasets()) for j, sigma in enumerate(result.sigmas())]
+    for n, (i, j, ds, sigma) in enumerate(series):
+        pts = [p for p in result.select(ds, sigma) if math.isfinite(p.rtc)]
+        if pts:
+            ls, marker = styles[j % len(styles)]
+            width = 1.0 + 2.5 * (len(series) - 1 - n) / max(1, len(series) - 1)
+            ax.plot([p.x for p in pts], [p.rtc for p in pts], ls=ls, marker=marker, lw=width, ms=3 + width,
+                    mfc="none" if n % 2 else None, color=colours[i % len(colours)], alpha=0.85,
+                    label=f"{ds}, σ={sigma:g}")
     first = result.points[0]
     ax.set_xlabel(_AXIS_LABEL.get(first.axis, first.axis))
     ax.set_ylabel("RTC = ln(ceiling / bound)")
