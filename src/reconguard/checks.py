@@ -123,3 +123,46 @@ def as_square_matrix(S: Any, d: int, name: str = "S") -> torch.Tensor:
     if asym > 1e-8 * scale:
         raise ShapeError(f"{name} must be symmetric (max |S - Sᵀ| = {asym:.3g}).")
     return (S + S.T) / 2
+
+
+def load_array(path, name: str, *, ndim: tuple[int, ...] | None = None, finite: bool = True):
+    """A ``.npy`` file as a tensor, or a clear error: missing, unreadable, wrong number of dimensions, NaN/Inf."""
+    from pathlib import Path
+
+    from .errors import CorruptDataError, DataFileNotFoundError
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataFileNotFoundError(f"{name}: {path} does not exist.")
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptDataError(f"{name}: {path} is not a readable .npy array ({exc}).") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "fiub":
+        raise CorruptDataError(f"{name}: {path} must hold a numeric array, got {getattr(arr, 'dtype', type(arr))}.")
+    t = torch.from_numpy(np.ascontiguousarray(arr))
+    if ndim is not None and t.ndim not in ndim:
+        raise ShapeError(f"{name}: {path} has shape {tuple(t.shape)}; expected {' or '.join(f'{n}-D' for n in ndim)}.")
+    if finite and t.is_floating_point():
+        check_finite(t, f"{name} ({path})")
+    return t
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (``MemAvailable``; 8 GiB when it cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 8 << 30
+
+
+def check_fits(n_bytes: float, what: str, fix: str) -> None:
+    """Refuse work whose arrays cannot fit in the memory available, before any of it is allocated."""
+    have = available_memory()
+    if n_bytes > have:
+        raise ParameterError(f"{what} needs about {n_bytes / 2**30:.3g} GiB but {have / 2**30:.3g} GiB are available; "
+                             f"{fix}.")

@@ -22,6 +22,26 @@ from . import __version__
 from .errors import ReconguardError
 
 
+def _claim(args, path, kind: str = "file") -> Path:
+    """Check that this run may write ``path`` (``reconguard.io.check_output``: new, or an earlier result of the
+    same command, or ``--force``) and hold its lock until the command ends. Call before the work starts."""
+    from .io import claim_output
+
+    path = Path(path)
+    args._stack.enter_context(claim_output(path, args._command, kind=kind, force=getattr(args, "force", False)))
+    args._claimed.append((path, kind))
+    return path
+
+
+def _param_name(prefix: str, args, keys) -> str:
+    """``prefix`` plus a short digest of every option in ``keys``: runs with other settings get other files."""
+    import hashlib
+    import json
+
+    blob = json.dumps({k: getattr(args, k, None) for k in keys}, sort_keys=True, default=str)
+    return f"{prefix}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}"
+
+
 def _device(name: str):
     import torch
 
@@ -33,8 +53,9 @@ def _device(name: str):
 def _cmd_run(args, recipe: str) -> int:
     from .report import run_to_report, summary_text
 
-    out = Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem)
-    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=_device(args.device))
+    out = _claim(args, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
+    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=_device(args.device),
+                                command=args._command, force=args.force)
     print(summary_text(result, out))
     return 0
 
@@ -56,9 +77,20 @@ def _cmd_bound(args) -> int:
     from .io import write_json_atomic
     from .report.html import fmt
 
+    from .checks import check_fits, check_positive_int
+
     size = args.size or (28 if args.encoder == "splitcnn" else 8)
+    check_positive_int(size, "--size")
+    check_positive_int(args.m, "--m")
+    d = size * size
+    # E[G], S and their jackknife blocks are d×d float64; a linear W is m×d
+    check_fits(8.0 * (14 * d * d + args.m * d), f"bound at d = {d} (--size {size}), m = {args.m}",
+               "lower --size or --m")
+    tag = f"{args.data}-{'file' if args.encoder_file else args.encoder}-m{args.m}-size{size}"
+    out = _claim(args, Path(args.out) if args.out else Path("runs") / "bound" / (_param_name(
+        tag, args, ("data", "encoder", "encoder_file", "m", "alpha", "split", "sigma", "tau", "k", "size", "sigma_s",
+                    "score_samples", "seed")) + ".json"))
     prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits" else make_prior(args.data, size))[0]
-    d = prior.dim
     if args.encoder_file:
         from .encoders import load_encoder
         enc = load_encoder(args.encoder_file).to(_device(args.device))
@@ -75,7 +107,6 @@ def _cmd_bound(args) -> int:
     report = compute_bounds(enc, prior, args.sigma, tau=args.tau, k=args.k, score_samples=args.score_samples,
                             seed=args.seed, device=_device(args.device) if args.encoder == "splitcnn" else None,
                             progress=not args.quiet)
-    out = Path(args.out) if args.out else Path("runs") / "bound" / f"{args.data}-{args.encoder}-m{report.m}.json"
     write_json_atomic(out, report)
     f = report.fisher
     print(f"{args.encoder} encoder on {prior.name}: d = {report.d}, m = {report.m}, rank E[G] = {report.rows[0].rank}, "
@@ -110,9 +141,11 @@ def _cmd_score_train(args) -> int:
     from .train import train_score_model
 
     data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
+    _claim(args, out.with_suffix(".json"))
+    _claim(args, out.with_suffix(".png"))
     model, fit_result = train_score_model(data, args.sigma_s, epochs=args.epochs, width=args.width, depth=args.depth,
                                           seed=args.seed, device=_device(args.device), progress=not args.quiet)
-    out = Path(args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
     model.cpu().save(out)
     samples = smoothed_empirical_prior(data, args.sigma_s).sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     with torch.no_grad():
@@ -134,6 +167,8 @@ def _cmd_score_check(args) -> int:
 
     data = _labelled_data(args.data, args.size, args.root)
     prior = smoothed_empirical_prior(data, args.sigma_s)
+    out = _claim(args, args.out or f"runs/score/quality-{data.name}.png")
+    _claim(args, out.with_suffix(".json"))
     samples = prior.sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     qualities = {}
     if args.model:
@@ -148,7 +183,6 @@ def _cmd_score_check(args) -> int:
         qualities[f"DDPM (t={fn.timestep})"] = score_quality(score_matrix(fn, samples), samples)
     if args.exact or not qualities:
         qualities["exact smoothed-empirical"] = score_quality(score_matrix(prior, samples), samples)
-    out = Path(args.out or f"runs/score/quality-{data.name}.png")
     plot_score_quality(qualities, out)
     write_json_atomic(out.with_suffix(".json"), qualities)
     for name, q in qualities.items():
@@ -166,6 +200,8 @@ def _cmd_train_encoder(args) -> int:
     from .train import fit
 
     data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
+    _claim(args, out.with_suffix(".json"))
     if args.encoder == "splitcnn":
         enc = SplitCNN(args.split, args.m, data.shape, seed=args.seed)
     else:
@@ -175,7 +211,6 @@ def _cmd_train_encoder(args) -> int:
     model = nn.Sequential(enc, enc.downstream())
     result = fit(model, data.subset(perm[:cut]), data.subset(perm[cut:]), epochs=args.epochs, lr=args.lr,
                  batch_size=args.batch_size, seed=args.seed, device=_device(args.device), progress=not args.quiet)
-    out = Path(args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
     save_encoder(enc.cpu(), out)
     write_json_atomic(out.with_suffix(".json"), {"encoder": str(out), "fit": result})
     print(f"encoder: {out}  best epoch {result.best_epoch}: validation accuracy {result.best_val_acc:.3f}, "
@@ -220,10 +255,19 @@ def _cmd_train(args) -> int:
     options = _defense_options(args)
     split = load_split({"dataset": args.data, "root": args.root, "public_root": args.public_root,
                         "size": args.size or (16 if args.data == "digits" else 224), "split_seed": 0})
+    out = _claim(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
+    checkpoint = out.parent / f".{out.name}.checkpoint.pt"
+    if checkpoint.exists() and not args.resume:
+        checkpoint.unlink()  # a fresh run; --resume continues from it instead
+    elif args.resume and not checkpoint.exists():
+        print(f"reconguard: no checkpoint for {out} yet; starting from epoch 0", file=sys.stderr)
+    args._interrupted_hint = f"resume with: reconguard {' '.join(args._argv)}" + ("" if args.resume else " --resume")
     public_state = None
     if args.defense in ("tldmi", "tldmi-5") and "pretrained" not in options:
         public_state = pretrain_public(split, args.model, args.width, args.epochs, args.seed, _device(args.device))
-    fit_options = {"batch_size": args.batch_size}
+    fit_options = {"batch_size": args.batch_size, "progress": not args.quiet}
+    if args.defense != "dpsgd":
+        fit_options["checkpoint"] = checkpoint
     if args.milestones:
         fit_options["milestones"] = args.milestones
     if args.gamma is not None:
@@ -231,7 +275,6 @@ def _cmd_train(args) -> int:
     model, row, defense = train_defended(split, args.defense, options, arch=args.model, width=args.width,
                                          epochs=args.epochs, lr=args.lr, seed=args.seed, fit_options=fit_options,
                                          public_state=public_state, device=_device(args.device))
-    out = Path(args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}")
     structure = {}
     if args.defense == "mid":
         structure = {"bottleneck": defense.bottleneck, "head": defense.head}
@@ -242,9 +285,10 @@ def _cmd_train(args) -> int:
                 k: (str(v) if k == "pretrained" else v) for k, v in options.items()}, "seed": args.seed,
             "data": args.data, "size": split.train.shape[-1]}
     inner = model[1] if args.defense == "unseen-pixels" else model
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, args._command, force=args.force) as tmp:
         save_classifier(tmp / "model.pt", inner.cpu(), spec, getattr(defense, "mask", None))
         write_json_atomic(tmp / "result.json", {"spec": spec, "result": row})
+    checkpoint.unlink(missing_ok=True)
     extras = "".join(f", {k} {v}" for k, v in row.extras.items() if not isinstance(v, list))
     print(f"{args.defense} on {split.summary()}:")
     print(f"  test accuracy {row.test_acc:.3f}, train {row.train_acc:.3f}, validation {row.val_acc:.3f} "
@@ -259,10 +303,20 @@ def _cmd_evaluate(args) -> int:
     from .experiments.mia_eval import Evaluator
     from .io import write_json_atomic
 
+    out = _claim(args, args.out or "runs/evaluate/results.json")
     loaded = [(path, *load_classifier(path)) for path in args.models]
     first = loaded[0][2]
     split = load_split({"dataset": first.get("data", "digits"), "root": args.root, "public_root": args.public_root,
                         "size": first.get("size", 16)})
+    from .checks import check_fits, check_positive_int
+
+    check_positive_int(args.candidates, "--candidates")
+    d = 1
+    for v in first.get("in_shape", [1, 16, 16]):
+        d *= int(v)
+    # candidate images (and their generator activations, ~4×) per class, float32
+    check_fits(4.0 * args.candidates * d * 4 * split.num_classes, f"--candidates {args.candidates}",
+               "lower --candidates")
     keep = args.keep or min(20, args.candidates)
     p = {"attack": {"candidates": args.candidates, "keep": keep, "steps": args.steps, "finals": min(args.finals, keep),
                     "space": args.space, "loss": args.loss,
@@ -284,7 +338,6 @@ def _cmd_evaluate(args) -> int:
         rob = "  ".join(f"ε={e}: {v['worst']:.3f}" for e, v in (evaluation.get("robust") or {}).items())
         print(f"{path}: {row.defense} test {row.test_acc:.3f}  AttAcc@1 {att.get('att_acc1', float('nan')):.3f} "
               f"[{att.get('att_acc1_ci', (0, 0))[0]:.2f}, {att.get('att_acc1_ci', (0, 0))[1]:.2f}]  {rob}")
-    out = Path(args.out or "runs/evaluate/results.json")
     write_json_atomic(out, {"evaluation_model_test_acc": getattr(evaluator, "eval_acc", None), "rows": rows})
     print(f"results: {out}")
     return 0
@@ -298,6 +351,7 @@ def _cmd_analyze(args) -> int:
     from .experiments.mia_eval import analyse
     from .io import write_json_atomic
 
+    out = _claim(args, args.out or "runs/analyze/analysis.json")
     rows = []
     for path in args.results:
         path = Path(path)
@@ -327,7 +381,6 @@ def _cmd_analyze(args) -> int:
     if t:
         print(f"AT-AT vs NoDef: AttAcc@1 {t['mu_control']:.3f} → {t['mu_treated']:.3f}; odds ratio {t['odds_ratio']:.3g} "
               f"(95% CI {t['odds_ratio_ci'][0]:.3g}–{t['odds_ratio_ci'][1]:.3g}), Δ {t['delta']:+.3f}")
-    out = Path(args.out or "runs/analyze/analysis.json")
     write_json_atomic(out, analysis)
     print(f"analysis: {out}")
     return 0
@@ -336,6 +389,7 @@ def _cmd_analyze(args) -> int:
 def _cmd_prepare_public(args) -> int:
     from .data import prepare_public
 
+    _claim(args, args.out, "dir")
     store = prepare_public(args.out, args.folder, size=args.size, channels=args.channels, crop=args.crop,
                            patches_per_image=args.per_image, min_keypoints=args.min_keypoints, seed=args.seed,
                            progress=not args.quiet)
@@ -350,14 +404,16 @@ def _cmd_instahide_train(args) -> int:
     from .experiments.instahide import AccuracyResult
 
     data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or _param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
+                                               ("epochs", "T", "own_floor", "epsilon", "public", "seed")) + ".json")
     spec = {"method": args.method, "k": args.k, "mode": args.mode}
     rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
                                          public=public_pool(args.public, data.shape) if args.mode == "cross" else None,
                                          dp={"target_epsilon": args.epsilon}, seed=args.seed,
                                          device=_device(args.device))
-    result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", vars(args) | {"func": None},
+    settings = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "func"}
+    result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", settings,
                             rows, rows[0].seconds, data.name, n_train, n_test)
-    out = Path(args.out or f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}.json")
     write_json_atomic(out, result)
     print(accuracy_summary(result))
     print(f"  JSON: {out}")
@@ -370,13 +426,21 @@ def _cmd_challenge(args) -> int:
     from .encoders.instahide import paper_c1
     from .experiments.instahide import public_pool
 
+    from .io import MARKER
+    import json
+
     data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or "runs/challenge", "dir")
+    truth = _claim(args, args.truth or f"{out}-truth", "dir")
+    if out.resolve() == truth.resolve():
+        from .errors import ParameterError
+        raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
     scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
                        num_classes=int(data.labels.max()) + 1)
-    out = Path(args.out or "runs/challenge")
-    truth = Path(args.truth or f"{out}-truth")
     make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
+    for folder in (out, truth):
+        (folder / MARKER).write_text(json.dumps({"command": args._command}) + "\n", encoding="utf-8")
     print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
           f"ground truth → {truth}/ (keep it apart)")
     return 0
@@ -403,9 +467,10 @@ def _cmd_score(args) -> int:
     from .attacks.instahide import score_challenge
     from .errors import DataFileNotFoundError
 
-    if not Path(args.recovered).is_file():
-        raise DataFileNotFoundError(f"{args.recovered} does not exist (expected an N×C×H×W .npy of recovered images).")
-    s = score_challenge(np.load(args.recovered), args.truth)
+    from .checks import load_array
+
+    recovered = load_array(args.recovered, "recovered images (an N×C×H×W .npy in [0, 1])", ndim=(3, 4))
+    s = score_challenge(recovered, args.truth)
     print(f"{s.summary()} ({s.n_recovered} recovered images)")
     return 0
 
@@ -417,21 +482,44 @@ def _cmd_instahide_attack(args) -> int:
 
     from .attacks.instahide import AveragingAttack, CarliniAttack, Demasker, ks_test, score_challenge
     from .encoders import InstaHide
-    from .errors import DataFileNotFoundError, ParameterError
+    from .errors import DataFileNotFoundError, ParameterError, ShapeError
+
+    from .attacks.instahide.measure import read_challenge_info
+    from .checks import load_array
 
     folder = Path(args.challenge)
-    files = {name: folder / f"{name}.npy" for name in ("encryptions", "labels")}
-    for f in files.values():
-        if not f.is_file():
-            raise DataFileNotFoundError(f"{f} does not exist (write a challenge with `reconguard instahide challenge`).")
-    enc, labels = torch.from_numpy(np.load(files["encryptions"])), torch.from_numpy(np.load(files["labels"]))
+    hint = "(write a challenge with `reconguard instahide challenge`)"
+    if not (folder / "encryptions.npy").is_file():
+        raise DataFileNotFoundError(f"{folder / 'encryptions.npy'} does not exist {hint}.")
+    enc = load_array(folder / "encryptions.npy", "encryptions", ndim=(4,)).float()
+    labels = load_array(folder / "labels.npy", "labels (soft labels, one row per encryption)", ndim=(2,)).float()
+    if labels.shape[0] != enc.shape[0]:
+        raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {hint}.")
+    info = read_challenge_info(folder)
+    if info is not None:  # the challenge says what it is: a different --k / --mode / --n is a mistake
+        for key, given in (("k", args.k), ("mode", args.mode), ("n", args.n)):
+            if given is None:
+                setattr(args, key, info.get(key))
+            elif info.get(key) is not None and given != info[key]:
+                raise ParameterError(f"--{key} {given} but {folder}/challenge.json says {key} = {info[key]}; "
+                                     f"drop --{key} (it is read from the challenge) or give {info[key]}.")
+    if args.k is None:
+        args.k = 4
+    if args.mode is None:
+        args.mode = "inside"
     public = _labelled_data(args.public, enc.shape[-1] if args.public == "digits" else None, args.public_root).images
     stats = InstaHide(args.k).channel_stats(public)
-    out = Path(args.out or folder.parent / f"{folder.name}-{args.method}.npy")
+    out = None
+    if args.method != "ks":
+        out = _claim(args, args.out or folder.parent / (_param_name(
+            f"{folder.name}-{args.method}-k{args.k}-{args.mode}", args,
+            ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
     if args.method == "ks":
         if not args.truth:
             raise ParameterError("the KS test groups encryptions by their private image: give --truth DIR.")
-        owner = torch.from_numpy(np.load(Path(args.truth) / "assignment.npy"))
+        owner = load_array(Path(args.truth) / "assignment.npy", "the truth's assignment", ndim=(1,)).long()
+        if owner.shape[0] != enc.shape[0]:
+            raise ShapeError(f"{args.truth}/assignment.npy has {owner.shape[0]} entries for {enc.shape[0]} encryptions.")
         T = int(torch.bincount(owner).min())
         grouped = torch.stack([enc[owner == i][:T] for i in owner.unique()])
         r = ks_test(grouped)
@@ -496,6 +584,9 @@ def _cmd_gradient_matching(args) -> int:
     if not 0 <= args.index < len(data):
         from .errors import ParameterError
         raise ParameterError(f"--index must be in [0, {len(data)}), got {args.index}.")
+    out = _claim(args, args.out or _param_name(f"runs/attacks/gradient-matching-{data.name}-i{args.index}"
+                                               f"-instahide{args.instahide_k}", args,
+                                               ("steps", "distance", "unknown_label", "seed")) + ".json")
     with seeded(args.seed):
         model = mnist_cnn(data.shape, int(data.labels.max()) + 1)
     x, y = data.images[args.index:args.index + 1], data.labels[args.index:args.index + 1]
@@ -509,24 +600,32 @@ def _cmd_gradient_matching(args) -> int:
     rec = r.reconstruction
     report = {"ssim_to_private": float(ssim(rec.clamp(0, 1), x)), "mse_to_target": float(((rec - target_x) ** 2).mean()),
               "target": "InstaHide encryption" if args.instahide_k else "private image", "gradient_distance": r.final_distance}
-    out = Path(args.out or "runs/attacks/gradient-matching.json")
     write_json_atomic(out, report)
     print(f"gradient matching on a {report['target']}: SSIM to the private image {report['ssim_to_private']:.3f}, "
           f"MSE to the gradient's input {report['mse_to_target']:.3g}; JSON: {out}")
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with reconguard's one-line errors: ``reconguard: error: …`` and exit 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"reconguard: error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import PRESETS
 
-    p = argparse.ArgumentParser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
+    p = _Parser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
     p.add_argument("--version", action="version", version=f"reconguard {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def add_run_opts(sp, default_preset="cpu"):
         sp.add_argument("--preset", choices=PRESETS, default=default_preset,
                         help="smoke (seconds), cpu (minutes on 2 cores), paper (the paper's sizes; GPU)")
-        sp.add_argument("--out", help="output folder (replaced whole when the run succeeds)")
+        sp.add_argument("--out", help="output folder: new, or an earlier run of the same recipe (replaced whole when "
+                        "the run succeeds); default runs/<recipe>")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
         sp.add_argument("--device", default="auto", help="auto (CUDA when present) | cpu | cuda")
 
@@ -638,11 +737,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("method", choices=["carlini", "averaging", "ks"])
     sp.add_argument("--challenge", required=True, help="folder with encryptions.npy and labels.npy")
     sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
-    sp.add_argument("--k", type=int, default=4, help="images per mix")
-    sp.add_argument("--n", type=int, help="carlini: the number of private images")
+    sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")
+    sp.add_argument("--n", type=int, help="carlini: the number of private images (default: from challenge.json)")
     sp.add_argument("--restarts", type=int, default=4, help="carlini: random restarts of the assignment")
-    sp.add_argument("--mode", choices=["inside", "cross"], default="inside",
-                    help="carlini: the challenge's InstaHide mode (cross: public images in every mix)")
+    sp.add_argument("--mode", choices=["inside", "cross"], default=None,
+                    help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
+                    "challenge.json, else inside)")
     sp.add_argument("--pool", default="samples", help="carlini, cross mode: the public pool's kind (noise model; "
                     "'samples' or a PatchStore folder)")
     sp.add_argument("--label-free", action="store_true", help="carlini: ignore the released labels (coefficients "
@@ -715,7 +815,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rho", type=float, help="Unseen-Pixels: ρ")
     g.add_argument("--mask-epochs", type=int, help="Unseen-Pixels: epochs of each mask stage")
     g.add_argument("--mask-speed", type=float, help="Unseen-Pixels: mask step multiplier")
-    sp.add_argument("--out", help="output folder: model.pt + result.json")
+    sp.add_argument("--out", help="output folder: model.pt + result.json "
+                    "(default runs/train/<data>-<model>-<defense>-seed<seed>)")
+    sp.add_argument("--resume", action="store_true", help="continue an interrupted run from its last checkpoint "
+                    "(kept beside --out until the run completes); the final weights equal an uninterrupted run's")
     sp.add_argument("--quiet", action="store_true")
     sp.add_argument("--device", default="auto")
     sp.set_defaults(func=_cmd_train)
@@ -758,16 +861,130 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--distance", choices=["l2", "cosine"], default="l2")
     sp.add_argument("--unknown-label", action="store_true", help="learn the label too")
     sp.set_defaults(func=_cmd_gradient_matching)
+    _finish_parser(p)
     return p
 
 
+def _subparsers(p: argparse.ArgumentParser):
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in dict.fromkeys(action.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
+
+
+_HELP = {  # options many commands share, and the few left without a help of their own
+    "data": "dataset: digits ships with scikit-learn; mnist / cifar10 load from --root",
+    "seed": "random seed (same seed, same numbers on the CPU)",
+    "quiet": "no progress bars",
+    "device": "auto (CUDA when present) | cpu | cuda",
+    "out": "output path (new, or an earlier result of the same command; else --force)",
+    "recipe": "a built-in recipe name (`reconguard recipes`) or the path of your own YAML file",
+    "encoder": "encoder family",
+    "sigma_s": "smoothing noise std σ_s of the prior (pixel units)",
+    "epochs": "training epochs",
+    "width": "network width (channels of the first stage)",
+    "depth": "number of residual blocks",
+    "n": "number of samples / images",
+    "split": "split point of the encoder",
+    "m": "embedding size",
+    "lr": "Adam learning rate",
+    "batch_size": "training batch size",
+    "channels": "1 (grey) or 3 (colour) patches",
+    "min_keypoints": "SIFT keypoints a crop needs to be kept",
+    "method": "what to run",
+    "k": "images per mix",
+    "mode": "inside: partners among the private images; cross: 1 private partner + k − 2 public images",
+    "T": "encryptions of each private image",
+    "public": "public pool for cross mode: 'samples' (scikit-image's images) or a prepare-public folder",
+    "scorers": "comma-separated scorers to compare",
+    "model": "classifier architecture",
+    "defense": "model-inversion defense (nodef = none)",
+    "candidates": "prior samples scored per class before optimisation",
+    "robust_steps": "PGD steps of the robust-accuracy attacks",
+    "index": "which image of the dataset to attack",
+    "distance": "gradient distance: l2 (DLG) or cosine (Geiping et al.)",
+}
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends "(default: …)" to every option that has a default worth showing."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _finish_parser(p: argparse.ArgumentParser) -> None:
+    """Every command shows its defaults; every command that writes (--out) takes --force."""
+    for sp in _subparsers(p):
+        sp.formatter_class = _DefaultsFormatter
+        for a in sp._actions:
+            if a.help is None and a.dest in _HELP:
+                a.help = _HELP[a.dest]
+        options = {o for a in sp._actions for o in a.option_strings}
+        if "--out" in options and "--force" not in options:
+            sp.add_argument("--force", action="store_true",
+                            help="write even where --out holds files reconguard did not write, or another "
+                            "command's results (they are replaced)")
+
+
+_SUBCOMMANDS = ("score_command", "instahide_command", "attack_command")
+
+
+def _command_name(args) -> str:
+    """The command a run belongs to, for output markers: ``run fig2-linear``, ``instahide attack carlini``…"""
+    parts = [args.command] + [getattr(args, k) for k in _SUBCOMMANDS if getattr(args, k, None)]
+    if args.command == "instahide" and getattr(args, "instahide_command", None) == "attack":
+        parts.append(args.method)
+    if args.command in ("run", "demo"):
+        parts = ["run", Path(args.recipe).stem if args.command == "run" else "fig2-linear"]
+    return " ".join(parts)
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"reconguard: error: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. A user's mistake — bad input, a path in the way, a file that is not what it should
+    be, a size that cannot fit — ends with one line ``reconguard: error: …`` and exit 2; Ctrl-C with exit 130."""
+    import contextlib
+
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args._argv, args._command, args._claimed = argv, _command_name(args), []
     try:
-        return args.func(args)
+        with contextlib.ExitStack() as stack:
+            args._stack = stack
+            code = args.func(args)
+            from .io import record_file
+            for path, kind in args._claimed:
+                if kind == "file" and path.exists():
+                    record_file(path, args._command)
+            return code
     except ReconguardError as exc:
-        print(f"reconguard: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except KeyboardInterrupt:
+        hint = getattr(args, "_interrupted_hint", None)
+        print("reconguard: interrupted; " + (hint or "nothing was written (outputs appear only when a run completes)"),
+              file=sys.stderr)
+        return 130
+    except MemoryError:
+        return _error("out of memory: the sizes asked for do not fit on this machine; lower them (e.g. --m, --size, "
+                      "--k, --candidates, n_attack).")
+    except OSError as exc:
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        return _error(f"{exc.strerror or exc}{where}; check the path and its permissions, or choose another --out.")
+    except RuntimeError as exc:
+        text = str(exc)
+        if "allocate" in text or "out of memory" in text.lower():
+            return _error("out of memory: the sizes asked for do not fit on this machine "
+                          f"({text.splitlines()[0][:160]}); lower them.")
+        raise
 
 
 if __name__ == "__main__":

@@ -42,3 +42,8 @@ class DataFileNotFoundError(ReconguardError, FileNotFoundError):
 
 class CorruptDataError(ReconguardError, ValueError):
     """A data file exists but does not have the expected format."""
+
+
+class OutputError(ReconguardError, ValueError):
+    """An output path cannot be used: it holds someone else's files, another run is writing it, or it is not
+    writable. Nothing is written or deleted."""

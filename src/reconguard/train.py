@@ -41,7 +41,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .checks import check_positive_int, check_scalar
-from .errors import ParameterError, UnknownOptionError
+from .errors import CorruptDataError, ParameterError, UnknownOptionError
 from .results import Result
 
 LossFn = Callable[[nn.Module, tuple], tuple[torch.Tensor, dict]]
@@ -171,7 +171,11 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
             "fallback_score": math.inf}
     ckpt = Path(checkpoint) if checkpoint is not None else None
     if ckpt is not None and ckpt.is_file():
-        state = torch.load(ckpt, map_location=device, weights_only=True)
+        try:
+            state = torch.load(ckpt, map_location=device, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 — a checkpoint cut short by a kill, or not ours
+            raise CorruptDataError(f"checkpoint {ckpt} cannot be read ({type(exc).__name__}); delete it to start "
+                                   "over.") from None
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])

@@ -44,7 +44,7 @@ MODES = ("inside", "cross")
 
 def paper_c1(k: int) -> float:
     """The paper's coefficient cap 0.65, raised to 1/k where k is too small for it (k = 1 needs c1 = 1)."""
-    return max(0.65, 1.0 / k)
+    return max(0.65, 1.0 / check_positive_int(k, "k (images per mix)"))
 
 
 _SIGNS = torch.tensor(  # byte → its 8 bits as ±1 floats (most significant bit first, as numpy.unpackbits)

@@ -174,7 +174,17 @@ def run_public_search(k: int = 6, size: int = 16, source_size: int = 20, n_sourc
     digits (``size``×``size``), the attacker's own digits disjoint from them; one SearchResult per scorer
     (hit rate in the top ⌈√N⌉, and chance)."""
     from ..attacks.instahide.search import PublicSearchAttack, random_crops
+    from ..checks import check_positive_int
     from .instahide import public_pool
+
+    for value, name in ((k, "k"), (size, "size"), (source_size, "source_size"), (n_sources, "sources"),
+                        (queries, "queries"), (steps, "steps")):
+        check_positive_int(value, name)
+    if not 3 <= k <= n_sources + 2:
+        raise ParameterError(f"k={k}: cross-dataset mixes need 3 ≤ k ≤ sources + 2 = {n_sources + 2} (2 private images "
+                             "and k − 2 distinct public ones).")
+    if size > source_size:
+        raise ParameterError(f"size={size} crops cannot come from {source_size}×{source_size} sources; lower --size.")
 
     store = public_pool("samples", (1, source_size, source_size))
     if n_sources > len(store):

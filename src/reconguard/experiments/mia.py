@@ -87,7 +87,8 @@ def train_defended(split: MIASplit, name: str, options: dict | None = None, *, a
     if name == "permuted":
         aug = None  # memorising a random labelling is about the exact images
     start = time.perf_counter()
-    result = fit(model, split.train, split.val, seed=seed, device=device, progress=False, augment=aug,
+    progress = fo.pop("progress", False)
+    result = fit(model, split.train, split.val, seed=seed, device=device, progress=progress, augment=aug,
                  defense=defense, **fo)
     seconds = time.perf_counter() - start
     deployed = defense.deploy(model) if hasattr(defense, "deploy") else model

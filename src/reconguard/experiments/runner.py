@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from ..bounds import score_quality
-from ..errors import CorruptDataError, DataFileNotFoundError, UnknownOptionError
+from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, UnknownOptionError
 from .priors import DATASET_KEYS, setup_prior
 from .sweep import ATTACKS, SweepResult, expand_encoders, run_sweep
 
@@ -34,6 +34,61 @@ _PARAM_KEYS = {
             "public_epochs", "attack", "robustness", "analysis", "eval_arch", "eval_epochs", "randomised"},
 }
 KINDS = tuple(_PARAM_KEYS)
+
+
+# Types of the scalar / list parameters, checked once when a recipe is loaded (before anything runs):
+# (kind of value, low, high). "int" / "float" are scalars, "ints" / "floats" lists of them; ranges are closed.
+_TYPES = {
+    "seed": ("int", 0, None), "size": ("int", 1, 4096), "score_samples": ("int", 2, 10_000_000),
+    "map_steps": ("int", 1, 1_000_000), "decoder_epochs": ("int", 1, 100_000), "decoder_width": ("int", 1, 65536),
+    "decoder_train": ("int", 1, 10_000_000), "train_epochs": ("int", 1, 100_000), "n_examples": ("int", 0, 1000),
+    "sigmas": ("floats", 0.0, None), "ks": ("ints", 1, 10_000_000), "taus": ("floats", 0.0, 0.999999),
+    "epochs": ("int", 1, 100_000), "T": ("int", 1, 100_000), "lr": ("float", 1e-12, 10.0), "n": ("int", 1, 10_000_000),
+    "m": ("int", 1, 100_000), "demask_epochs": ("int", 1, 100_000), "demask_images": ("int", 1, 10_000_000),
+    "similarity_steps": ("int", 0, 10_000_000), "restarts": ("int", 1, 100_000), "split_seed": ("int", 0, None),
+    "width": ("int", 1, 65536), "public_epochs": ("int", 0, 100_000), "eval_epochs": ("int", 0, 100_000),
+    "seeds": ("ints", 0, None), "own_floor": ("float", 0.0, 1.0),
+}
+_MAX_ELEMENTS = 2e9  # float64 entries a sweep may hold at once (16 GB); beyond it the run could not fit in memory
+
+
+def _typed(value, spec, key: str, source: str):
+    kind, low, high = spec
+    many = kind.endswith("s")
+    base = int if kind.startswith("int") else float
+    if many and not isinstance(value, list):
+        raise ParameterError(f"recipe {source}: {key} must be a list of {base.__name__}s, e.g. {key}: [{value!r}]; "
+                             f"got {value!r}.")
+    items = value if many else [value]
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (base is int and isinstance(v, float)
+                                                                        and not float(v).is_integer()):
+            raise ParameterError(f"recipe {source}: {key} must be {'a list of ' if many else ''}{base.__name__}"
+                                 f"{'s' if many else ''}; got {v!r}.")
+        v = base(v)
+        if (low is not None and v < low) or (high is not None and v > high):
+            rng = f"[{low}, {high if high is not None else '∞'}]"
+            raise ParameterError(f"recipe {source}: {key} = {v!r} is outside {rng}.")
+        out.append(v)
+    return out if many else out[0]
+
+
+def _check_types(params: dict, source: str, kind: str) -> None:
+    for key, spec in _TYPES.items():
+        if key in params and params[key] is not None:
+            _typed(params[key], spec, key, source)
+    n_attack = params.get("n_attack")
+    if n_attack is not None:
+        values = n_attack.values() if isinstance(n_attack, dict) else [n_attack]
+        for v in values:
+            _typed(v, ("int", 1, 10_000_000), "n_attack", source)
+    size = params.get("size")
+    if kind == "sweep" and isinstance(size, int) and size > 0:
+        d = size * size * (3 if "cifar10" in (params.get("datasets") or {}) else 1)
+        if d * d * 12 > _MAX_ELEMENTS:  # E[G], S and their jackknife blocks are d×d
+            raise ParameterError(f"recipe {source}: size = {size} makes d×d matrices of {d}² entries that cannot fit "
+                                 "in memory; lower size.")
 
 
 def list_recipes() -> list[str]:
@@ -79,6 +134,7 @@ def _check_params(params: dict, source: str, kind: str = "sweep") -> None:
     if unknown:
         raise UnknownOptionError(f"recipe {source}: unknown parameters {sorted(unknown)}; "
                                  f"allowed: {sorted(_PARAM_KEYS[kind])}.")
+    _check_types(params, source, kind)
     if kind == "instahide-accuracy":
         from .instahide import expand_methods
         expand_methods(params.get("methods") or [])

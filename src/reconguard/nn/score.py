@@ -109,6 +109,6 @@ class ScoreModel(nn.Module):
             cfg = blob["config"]
             model = cls(DenoiserNet(tuple(cfg["in_shape"]), cfg["width"], cfg["depth"]), cfg["sigma_s"])
             model.net.load_state_dict(blob["state_dict"])
-        except (KeyError, TypeError, RuntimeError, ValueError) as exc:
-            raise CorruptDataError(f"{path}: not a reconguard score model ({exc}).") from exc
+        except Exception as exc:  # noqa: BLE001 — unpickling, truncation, wrong keys: one clear error
+            raise CorruptDataError(f"{path}: not a reconguard score model (torch.load with weights_only=True refused it: {type(exc).__name__}; the file is corrupt, truncated or of another kind).") from exc
         return model.eval()

@@ -10,13 +10,15 @@ from .html import embed_images, render_html
 from .plots import plot_reconstructions, plot_rtc, plot_scatter, plot_score_quality, plot_sweep
 
 
-def write_report(result, out_dir: str | Path) -> Path:
-    """Write ``result`` into ``out_dir`` (replaced whole on success; untouched on failure)."""
+def write_report(result, out_dir: str | Path, *, command: str | None = None, force: bool = False) -> Path:
+    """Write ``result`` into ``out_dir`` (replaced whole on success; untouched on failure). ``out_dir`` must be
+    new or hold an earlier report of the same ``command`` (default ``run <recipe>``), unless ``force``."""
     out_dir = Path(out_dir)
+    command = command or f"run {result.recipe}"
     if hasattr(result, "analysis"):  # a model-inversion experiment
         from .mia import render_mia_html, write_mia_report
 
-        with atomic_directory(out_dir) as tmp:
+        with atomic_directory(out_dir, command, force) as tmp:
             write_json_atomic(tmp / "results.json", result)
             figures = write_mia_report(result, tmp, _private_examples(result))
             _write_page(tmp, render_mia_html(result, figures))
@@ -24,7 +26,7 @@ def write_report(result, out_dir: str | Path) -> Path:
     if not hasattr(result, "points") and hasattr(result, "examples"):  # the attack suite on challenges
         from .attacks import plot_attack_grid, render_attacks_html
 
-        with atomic_directory(out_dir) as tmp:
+        with atomic_directory(out_dir, command, force) as tmp:
             write_json_atomic(tmp / "results.json", result)
             figures = []
             for i, (label, ex) in enumerate(result.examples.items()):
@@ -35,13 +37,13 @@ def write_report(result, out_dir: str | Path) -> Path:
     if not hasattr(result, "points"):  # an accuracy experiment
         from .accuracy import plot_accuracy, render_accuracy_html
 
-        with atomic_directory(out_dir) as tmp:
+        with atomic_directory(out_dir, command, force) as tmp:
             write_json_atomic(tmp / "results.json", result)
             figures = [("Test accuracy against k", plot_accuracy(result, tmp / "accuracy.png").name)]
             _write_page(tmp, render_accuracy_html(result, figures))
         return out_dir
     kind = result.settings.get("plot", "axis")
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, command, force) as tmp:
         write_json_atomic(tmp / "results.json", result)
         if kind == "axis":
             figures = [("Bounds and attacks per dataset and noise level", plot_sweep(result, tmp / "bounds.png").name),
@@ -84,11 +86,17 @@ def _image_shape(result, example) -> tuple[int, ...] | None:
 
 
 def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path | None = None, *,
-                  progress: bool = True, overrides: dict | None = None, device=None):
-    """``run_recipe`` then ``write_report``; returns ``(result, out_dir)``."""
+                  progress: bool = True, overrides: dict | None = None, device=None, command: str | None = None,
+                  force: bool = False):
+    """``run_recipe`` then ``write_report``; returns ``(result, out_dir)``. The output folder is checked
+    before the run starts (``reconguard.io.check_output``), so a refused folder costs no compute."""
+    from ..io import check_output
+
+    if out_dir is not None:
+        check_output(out_dir, command or f"run {Path(str(recipe)).stem}", force=force)
     result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device)
     out_dir = Path(out_dir) if out_dir is not None else Path("runs") / result.recipe
-    return result, write_report(result, out_dir)
+    return result, write_report(result, out_dir, command=command, force=force)
 
 
 def _private_examples(result):

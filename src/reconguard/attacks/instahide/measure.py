@@ -73,8 +73,9 @@ def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T
     """Encrypt n private images T times each (mixing within ``images``), shuffle, and write
     ``out/encryptions.npy``, ``out/labels.npy``; ``truth/private.npy``, ``truth/assignment.npy`` and
     ``truth/nonmembers.npy``: the images of ``images`` not picked, followed by ``nonmembers`` (more images
-    of the same kind, e.g. the attacker's own) when given."""
-    from ...io import atomic_file
+    of the same kind, e.g. the attacker's own) when given; ``out/challenge.json`` records k, n, T, mode,
+    c1, c2, the image shape and the normalisation, which the attack commands read and check."""
+    from ...io import atomic_file, write_json_atomic
 
     n, T = check_positive_int(n, "n"), check_positive_int(T, "T")
     if n > len(images):
@@ -105,7 +106,26 @@ def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T
     for path, arr in files.items():
         with atomic_file(path) as tmp, open(tmp, "wb") as fh:
             np.save(fh, arr.numpy())
+    norm = scheme.normalize if isinstance(scheme.normalize, str) else [list(v) for v in scheme.normalize]
+    write_json_atomic(Path(out) / "challenge.json", {
+        "k": scheme.k, "n": n, "T": T, "mode": scheme.mode, "c1": scheme.c1,
+        "c2": scheme.c2 if scheme.mode == "cross" else None, "masked": bool(scheme.masked),
+        "shape": list(x.shape[1:]), "normalization": norm, "labels": "soft (private part)"})
     return Path(out)
+
+
+def read_challenge_info(folder: str | Path) -> dict | None:
+    """``challenge.json`` of a challenge folder (k, n, T, mode, c1, c2, shape, normalisation), or None."""
+    import json
+
+    path = Path(folder) / "challenge.json"
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ShapeError(f"{path} is not valid JSON ({exc}); write the challenge again.") from None
+    return info if isinstance(info, dict) else None
 
 
 @dataclass(frozen=True)
