@@ -138,10 +138,10 @@ def claim_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
     run into the same path, while this one is alive, is refused with :class:`OutputError`."""
     path = check_output(path, command, kind=kind, force=force)
     created = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.parent / f".{path.name}.lock"
     for _ in range(2):
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             break
         except FileExistsError:
@@ -151,6 +151,8 @@ def claim_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
                                   "or choose another --out.") from None
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(lock)  # a stale lock: its run is gone
+        except OSError as exc:
+            raise OutputError(f"cannot write into {path.parent} ({exc.strerror}); choose another --out.") from None
     else:  # pragma: no cover — lost the race twice
         raise OutputError(f"another reconguard run is writing {path}; choose another --out.")
     try:

@@ -35,6 +35,7 @@ class DefenseRow(Result):
     seconds: float
     extras: dict = field(default_factory=dict)
     evaluation: dict = field(default_factory=dict)  # filled by the attack / robustness stages
+    history: list = field(default_factory=list)     # fit's per-epoch records
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def train_defended(split: MIASplit, name: str, options: dict | None = None, *, a
     if name in ("tldmi", "tldmi-5"):
         extras["frozen_layers"] = defense.frozen_names
     row = DefenseRow(name, label or name, seed, accuracy(deployed, split.test), train_acc,
-                     result.best_val_acc, result.best_epoch, result.epochs_run, seconds, extras)
+                     result.best_val_acc, result.best_epoch, result.epochs_run, seconds, extras,
+                     history=result.history)
     return deployed, row, defense
 
 
