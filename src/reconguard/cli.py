@@ -78,19 +78,26 @@ def _cmd_bound(args) -> int:
     from .report.html import fmt
 
     from .checks import check_fits, check_positive_int
+    from .experiments.bound import choose_path
 
-    size = args.size or (28 if args.encoder == "splitcnn" else 8)
+    size = args.size or (28 if args.encoder in ("splitcnn", "resnet18") else 8)
     check_positive_int(size, "--size")
     check_positive_int(args.m, "--m")
-    d = size * size
-    # E[G], S and their jackknife blocks are d×d float64; a linear W is m×d
-    check_fits(8.0 * (14 * d * d + args.m * d), f"bound at d = {d} (--size {size}), m = {args.m}",
-               "lower --size or --m")
+    check_positive_int(args.k, "--k")
+    channels = args.channels if args.data == "gaussian" else 1
+    d = channels * size * size
+    if args.encoder in ("linear", "skewed") and not args.encoder_file:
+        m = args.m if args.encoder == "linear" else d
+        check_fits(8.0 * m * d, f"a linear W of {m}×{d}", "lower --m or --size")
+        choose_path(d, 0, "dense")  # WᵀW is exact and dense
+    else:
+        choose_path(d, args.k * args.m, args.path)
     tag = f"{args.data}-{'file' if args.encoder_file else args.encoder}-m{args.m}-size{size}"
     out = _claim(args, Path(args.out) if args.out else Path("runs") / "bound" / (_param_name(
         tag, args, ("data", "encoder", "encoder_file", "m", "alpha", "split", "sigma", "tau", "k", "size", "sigma_s",
-                    "score_samples", "seed")) + ".json"))
-    prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits" else make_prior(args.data, size))[0]
+                    "score_samples", "seed", "channels", "path")) + ".json"))
+    prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits"
+             else make_prior(args.data, size, channels=channels))[0]
     if args.encoder_file:
         from .encoders import load_encoder
         enc = load_encoder(args.encoder_file).to(_device(args.device))
@@ -102,15 +109,20 @@ def _cmd_bound(args) -> int:
         enc = random_linear(d, args.m, seed=args.seed)
     elif args.encoder == "skewed":
         enc = skewed_linear(d, args.alpha, seed=args.seed)
+    elif args.encoder == "resnet18":
+        from .encoders import SplitResNet18
+        enc = SplitResNet18(args.split, args.m, (channels, size, size), seed=args.seed,
+                            stem="imagenet" if size >= 64 else "cifar").to(_device(args.device))
     else:
         enc = SplitCNN(args.split, args.m, (1, size, size), seed=args.seed).to(_device(args.device))
     report = compute_bounds(enc, prior, args.sigma, tau=args.tau, k=args.k, score_samples=args.score_samples,
-                            seed=args.seed, device=_device(args.device) if args.encoder == "splitcnn" else None,
-                            progress=not args.quiet)
+                            seed=args.seed, device=_device(args.device) if args.encoder in ("splitcnn", "resnet18")
+                            else None, progress=not args.quiet, path=args.path)
     write_json_atomic(out, report)
     f = report.fisher
     print(f"{args.encoder} encoder on {prior.name}: d = {report.d}, m = {report.m}, rank E[G] = {report.rows[0].rank}, "
           f"E[G] {'exact' if f.exact else f'from k = {f.k} samples ({f.method})'}, τ = {report.settings['tau']:g}")
+    print(f"path: {report.settings['path']}")
     print(f"{'sigma':>8}  {'bound':>22}  {'Maeng (Thm 1)':>13}  {'ceiling':>10}  {'RTC':>8}")
     for r in report.rows:
         print(f"{r.sigma:>8g}  {fmt(r.bound) + ' (' + ('Cor 1' if r.sigma > 0 else 'Cor 2') + ')':>22}  "
@@ -319,14 +331,15 @@ def _cmd_evaluate(args) -> int:
                "lower --candidates")
     keep = args.keep or min(20, args.candidates)
     p = {"attack": {"candidates": args.candidates, "keep": keep, "steps": args.steps, "finals": min(args.finals, keep),
-                    "space": args.space, "loss": args.loss,
+                    "space": args.space, "loss": args.loss, "generator_epochs": args.generator_epochs,
                     "baseline": args.baseline},
          "robustness": {"eps": args.eps, "n": args.n, "steps": args.robust_steps, "n_queries": args.n_queries}
          if args.eps else None, "eval_epochs": args.eval_epochs}
     device = _device(args.device)
-    evaluator = Evaluator(split, p, device=device)
+    evaluator = Evaluator(split, p, device=device, progress=not args.quiet)
     rows = []
-    for path, model, spec in loaded:
+    from tqdm.auto import tqdm
+    for path, model, spec in tqdm(loaded, desc="evaluate", unit="model", disable=args.quiet or len(loaded) < 2):
         model = model.to(device)
         row = DefenseRow(spec.get("defense", "nodef"), spec.get("label", spec.get("defense", "nodef")),
                          int(spec.get("seed", 0)), accuracy(model, split.test), accuracy(model, split.train), float("nan"),
@@ -643,11 +656,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("bound", help="every MSE bound for one encoder on one prior")
     sp.add_argument("--data", choices=["gaussian", "digits"], default="gaussian")
-    sp.add_argument("--encoder", choices=["linear", "skewed", "splitcnn"], default="linear")
+    sp.add_argument("--encoder", choices=["linear", "skewed", "splitcnn", "resnet18"], default="linear")
+    sp.add_argument("--channels", type=int, choices=[1, 3], default=1, help="channels of the Gaussian prior's images "
+                    "(3 for RGB encoders such as resnet18)")
+    sp.add_argument("--path", choices=["auto", "dense", "lowrank"], default="auto",
+                    help="dense: d×d E[G] and S; lowrank: E[G] as the Gram of its k·m Jacobian rows with an exactly "
+                    "isotropic S (Gaussian prior), for inputs as large as 3×224×224; auto: dense when it fits")
     sp.add_argument("--encoder-file", help="a `reconguard train-encoder` file (replaces --encoder/--m/--split)")
     sp.add_argument("--m", type=int, default=32, help="embedding size (linear, splitcnn)")
     sp.add_argument("--alpha", type=float, default=1.0, help="eigenvalue skew (skewed)")
-    sp.add_argument("--split", choices=["early", "middle", "late"], default="middle", help="split point (splitcnn)")
+    sp.add_argument("--split", choices=["early", "middle", "late"], default="middle",
+                    help="split point (splitcnn, resnet18)")
     sp.add_argument("--sigma", type=float, nargs="+", default=[0.0, 1e-3], help="encoder noise std(s)")
     sp.add_argument("--tau", type=float, default=None,
                     help="null-space threshold (fraction of λ_max); default 0 for exact E[G], else 1e-4")
@@ -836,6 +855,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--space", choices=["intermediate", "latent"], default="intermediate",
                     help="search the generator's latent + intermediate features (default) or its latent only")
     sp.add_argument("--baseline", action="store_true", help="also run plain gradient inversion")
+    sp.add_argument("--generator-epochs", type=int, default=60, help="epochs of the attacker's VAE prior on the "
+                    "public data")
     sp.add_argument("--eps", type=float, nargs="*", default=[0.031, 0.0025, 0.0005, 1e-5],
                     help="robust-accuracy radii in pixel units (none: skip robustness)")
     sp.add_argument("--n", type=int, default=128, help="test images for robust accuracy")
@@ -844,6 +865,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--eval-epochs", type=int, default=20, help="epochs of the evaluation classifier")
     sp.add_argument("--out", help="results JSON (default runs/evaluate/results.json)")
     sp.add_argument("--device", default="auto")
+    sp.add_argument("--quiet", action="store_true")
     sp.set_defaults(func=_cmd_evaluate)
 
     sp = sub.add_parser("analyze", help="regressions of leakage on robustness, and the AT-AT vs NoDef experiment")

@@ -78,12 +78,53 @@ def default_tau(fisher: FisherEstimate) -> float:
     return 0.0
 
 
+PATHS = ("auto", "dense", "lowrank")
+
+
+def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = None) -> str:
+    """``dense`` (E[G] and S as d×d matrices, with their jackknife blocks: about 14·d² float64) when that fits in
+    half the memory available, else ``lowrank`` (:mod:`reconguard.bounds.lowrank`: B is n×d, n = k·m);
+    either is refused when even it cannot fit."""
+    from ..checks import available_memory
+    from ..errors import ParameterError, UnknownOptionError
+
+    if path not in PATHS:
+        raise UnknownOptionError(f"path must be one of {PATHS}, got {path!r}.")
+    have = available_memory() if memory is None else memory
+    dense_bytes, low_bytes = 8.0 * 14 * d * d, 8.0 * (2 * n_rows * d + 4 * n_rows * n_rows)
+    if path == "auto":
+        path = "dense" if dense_bytes <= have / 2 else "lowrank"
+    need = dense_bytes if path == "dense" else low_bytes
+    if need > have:
+        raise ParameterError(f"the {path} path at d = {d} (k·m = {n_rows}) needs about {need / 2**30:.3g} GiB but "
+                             f"{have / 2**30:.3g} GiB are available; lower the size"
+                             + (", k or m" if path == "lowrank" else " or use the low-rank path") + ".")
+    return path
+
+
 def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0, 1e-3), *, tau: float | None = None,
                    k: int = 256, score_samples: int = 20000, seed: int = 0, device=None,
-                   progress: bool = False) -> BoundReport:
-    """Bounds of ``encoder`` under ``prior`` for each σ in ``sigmas`` (a ``Noisy`` encoder's own σ is added)."""
+                   progress: bool = False, path: str = "auto") -> BoundReport:
+    """Bounds of ``encoder`` under ``prior`` for each σ in ``sigmas`` (a ``Noisy`` encoder's own σ is added).
+
+    ``path``: ``dense`` (d×d E[G] and S), ``lowrank`` (E[G] as the Gram of its Jacobian rows, S structured —
+    only for priors whose S is exactly isotropic, N(μ, η²I)), or ``auto`` (dense when it fits)."""
     enc, own_sigma = split_noise(encoder)
     sigmas = sorted({check_sigma(s) for s in sigmas} | ({own_sigma} if own_sigma > 0 else set()))
+    d = prior.dim
+    if not hasattr(enc, "exact_fisher"):
+        with torch.no_grad():
+            x0 = prior.sample(1, generator=torch.Generator().manual_seed(0))
+            shape = getattr(enc, "in_shape", None)
+            p0 = next(iter(enc.parameters()), None)
+            x0 = x0.reshape(1, *shape) if shape is not None else x0
+            m = int(enc(x0.to(dtype=p0.dtype if p0 is not None else torch.float32,
+                                 device=p0.device if p0 is not None else "cpu")).numel())
+    else:
+        m = int(getattr(enc, "out_dim", d))
+    path = choose_path(d, k * m, path)
+    if path == "lowrank":
+        return _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress)
     g = torch.Generator().manual_seed(int(seed))
     data = None if hasattr(enc, "exact_fisher") else prior.sample(k, generator=g)
     fisher = estimate_fisher(enc, data, k=k, seed=seed, device=device, progress=progress)
@@ -93,4 +134,34 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
     rows = [bound_row(fisher, S, top, sigma, tau) for sigma in sigmas]
     return BoundReport(type(enc).__name__, prior.name, fisher.d, fisher.m, fisher, rows,
                        {"k": fisher.k, "tau": tau, "score_samples": score_samples, "seed": seed,
-                        "fisher_method": fisher.method, "exact_fisher": fisher.exact})
+                        "fisher_method": fisher.method, "exact_fisher": fisher.exact,
+                        "path": "dense (d×d E[G] and S)"})
+
+
+def _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress) -> BoundReport:
+    from ..bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
+                                  lowrank_mse_bound, lowrank_noiseless_bound)
+    from ..errors import ParameterError
+
+    exact = getattr(prior, "exact_score_matrix", None)
+    if getattr(prior, "n_components", 0) != 1 or not hasattr(prior, "std"):
+        raise ParameterError(f"at d = {prior.dim} the d×d score matrix of {prior.name} does not fit; the low-rank "
+                             "path needs a prior whose S is exactly isotropic (--data gaussian), or a smaller size.")
+    del exact
+    S = StructuredScore.isotropic(1.0 / prior.std**2, prior.dim)
+    shape = getattr(enc, "in_shape", None)
+    g = torch.Generator().manual_seed(int(seed))
+    data = prior.sample(k, generator=g)
+    data = data.reshape(k, *shape) if shape is not None else data
+    f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress)
+    tau = 0.0 if tau is None else check_tau(tau)
+    top = lowrank_ceiling(S)
+    rows = []
+    for sigma in sigmas:
+        b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
+        rows.append(BoundRow(sigma, b.name, b.value, lowrank_maeng_bound(f, S, sigma).value, top.value,
+                             rtc(b, top).value, b.rank, tau if sigma == 0 else None, bound_point=b.point,
+                             bound_stderr=b.stderr, level=b.level, cut=b.cut))
+    return BoundReport(type(enc).__name__, prior.name, f.d, f.m, f, rows,
+                       {"k": f.k, "tau": tau, "seed": seed, "fisher_method": f.method, "exact_fisher": False,
+                        "path": f"low-rank (Gram of the {f.n} stacked Jacobian rows; isotropic S = I/η² exactly)"})

@@ -42,7 +42,7 @@ def _settings(value, defaults: dict, what: str) -> dict | None:
 
 
 class Evaluator:
-    def __init__(self, split, p: dict, device=None):
+    def __init__(self, split, p: dict, device=None, progress: bool = False):
         self.split, self.device = split, device or torch.device("cpu")
         self.attack = _settings(p.get("attack"), ATTACK_DEFAULTS, "attack")
         self.robust = _settings(p.get("robustness"), ROBUST_DEFAULTS, "robustness")
@@ -50,11 +50,11 @@ class Evaluator:
         if self.attack:
             self.eval_model = build_classifier(p.get("eval_arch", "cnn"), split.num_classes, split.train.shape, 16, 11)
             fit(self.eval_model, split.train, split.val, epochs=int(p.get("eval_epochs", 20)), seed=11,
-                device=self.device, progress=False, augment=Augment(flip=False))
+                device=self.device, progress=progress, augment=Augment(flip=False))
             from .mia import accuracy
             self.eval_acc = accuracy(self.eval_model, split.test)
             self.generator = train_generator(split.public, self.attack["latent_dim"], self.attack["generator_epochs"],
-                                             seed=13, device=self.device)
+                                             seed=13, device=self.device, progress=progress)
             self.train_images = split.train.images
             self.train_labels = split.train.labels
 

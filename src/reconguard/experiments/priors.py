@@ -39,10 +39,11 @@ class PriorSetup:
 
 
 def make_prior(name: str, size: int, mu: float = 0.5, eta: float = 0.2, sigma_s: float = DEFAULT_SIGMA_S,
-               root: str | None = None, n: int | None = None) -> tuple[GaussianMixturePrior, tuple, ImageDataset | None]:
-    """``(prior, image shape, labelled dataset or None)``."""
+               root: str | None = None, n: int | None = None,
+               channels: int = 1) -> tuple[GaussianMixturePrior, tuple, ImageDataset | None]:
+    """``(prior, image shape, labelled dataset or None)``; ``channels`` applies to the Gaussian prior."""
     if name == "gaussian":
-        return gaussian_prior(mu, eta, size * size), (1, size, size), None
+        return gaussian_prior(mu, eta, channels * size * size), (channels, size, size), None
     if name == "digits":
         ds = load_digits(size)
     elif name in ("mnist", "cifar10"):

@@ -1,0 +1,361 @@
+"""Bounds at the size real encoders have (d = 3×224×224 = 150,528) without a d×d matrix.
+
+E[G] from k inputs has rank ≤ n = k·m: with ``B`` the ``n×d`` stack of the Jacobian rows scaled by
+``1/√k``, ``E[G] = BᵀB``, and its nonzero spectrum is that of the ``n×n`` Gram ``K = BBᵀ = QμQᵀ``
+(range basis ``V = BᵀQμ^{-½}``, never formed). Everything the bounds need lives in that
+n-dimensional space, through Gram-type products ``B X Bᵀ`` computed in column blocks of B.
+
+Structured S (:class:`StructuredScore`): ``S = D + LLᵀ``, D diagonal positive (a scalar ``s·I`` is the
+isotropic case), L a ``d×p`` low-rank part (p = 0 for none). With ``S⁻¹`` by Woodbury,
+``S⁻¹ = D⁻¹ − D⁻¹L(I + LᵀD⁻¹L)⁻¹LᵀD⁻¹``, and ``V_r`` the range of E[G] above the cut:
+
+* Corollary 1:  ``Tr((E[G]/σ² + S)⁻¹) = Tr(S⁻¹) − Tr((σ²Λ⁻¹ + VᵀS⁻¹V)⁻¹ VᵀS⁻²V)``  (Woodbury in the range)
+* Corollary 2:  ``Tr((UᵀSU)⁻¹) = Tr(S⁻¹) − Tr((VᵀS⁻¹V)⁻¹ VᵀS⁻²V)``, U the complement of V — the
+  closed form on the null space, its σ → 0 limit
+* Theorem 1:    ``d / (Tr K/σ² + Tr D + ‖L‖²_F)``;   ceiling: ``Tr(S⁻¹)/d``
+
+with ``VᵀXV = μ^{-½}Qᵀ(BXBᵀ)Qμ^{-½}``. Cost O(n²d + npd) time, O(nd) memory for B (streamed
+through a file for large n: ``store=``), O(n²) for the Grams.
+
+Which way a structured S errs. Every bound above *decreases* as S grows in the Loewner order. So an
+S̃ ⪰ S (the true score matrix) gives bounds that are lower than the true ones: valid, only looser.
+``StructuredScore.isotropic_from(S)`` uses ``λ_max(S)·I ⪰ S`` and ``diagonal_from(S)`` the Gershgorin
+row sums ``D_ii = Σ_j |S_ij|`` (``D − S`` is diagonally dominant, hence ⪰ 0): both conservative. An S̃
+fit to data (a diagonal of ``E[s²]``, a PCA) is not guaranteed ⪰ S: where S̃ ⪯ S it overstates the
+bound, so prefer the conservative constructors unless S is known to have the structure (a Gaussian
+prior N(μ, η²I) is exactly isotropic, ``S = I/η²``).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..checks import as_samples, check_positive_int, check_sigma, check_tau
+from ..encoders.noisy import split_noise
+from ..errors import ParameterError, ShapeError
+from ..results import Result
+from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, _float64_copy, _param_device, _param_dtype
+from .mse import Bound
+from .sampling import DEFAULT_LEVEL, block_jackknife
+
+_COLUMN_BLOCK = 8192  # columns of B handled at once in the Gram products
+
+
+@dataclass(frozen=True)
+class StructuredScore:
+    """``S = diag(diag) + L Lᵀ`` (``lowrank``: ``d×p`` or None); see the module docstring."""
+
+    diag: torch.Tensor
+    lowrank: torch.Tensor | None = None
+    kind: str = "diagonal"
+
+    def __post_init__(self):
+        if self.diag.ndim != 1 or not bool((self.diag > 0).all()) or not bool(torch.isfinite(self.diag).all()):
+            raise ParameterError("a structured S needs a finite, positive diagonal.")
+        if self.lowrank is not None and (self.lowrank.ndim != 2 or self.lowrank.shape[0] != self.diag.shape[0]):
+            raise ShapeError(f"the low-rank part of S must be d×p with d = {self.diag.shape[0]}.")
+
+    @property
+    def d(self) -> int:
+        return int(self.diag.shape[0])
+
+    @classmethod
+    def isotropic(cls, s: float, d: int) -> "StructuredScore":
+        """``s·I`` (exact for N(μ, η²I): s = 1/η²)."""
+        return cls(torch.full((check_positive_int(d, "d"),), float(s), dtype=torch.float64), None, "isotropic")
+
+    @classmethod
+    def diagonal(cls, diag) -> "StructuredScore":
+        return cls(torch.as_tensor(diag, dtype=torch.float64).reshape(-1).clone(), None, "diagonal")
+
+    @classmethod
+    def diagonal_plus_lowrank(cls, diag, lowrank) -> "StructuredScore":
+        return cls(torch.as_tensor(diag, dtype=torch.float64).reshape(-1).clone(),
+                   torch.as_tensor(lowrank, dtype=torch.float64), "diagonal+lowrank")
+
+    @classmethod
+    def isotropic_from(cls, S) -> "StructuredScore":
+        """``λ_max(S)·I ⪰ S``: conservative (bounds can only come out lower)."""
+        S = torch.as_tensor(getattr(S, "matrix", S), dtype=torch.float64)
+        return cls.isotropic(float(torch.linalg.eigvalsh(S)[-1]), S.shape[0])
+
+    @classmethod
+    def diagonal_from(cls, S) -> "StructuredScore":
+        """Gershgorin row sums ``D_ii = Σ_j |S_ij| ⪰ S``: conservative."""
+        S = torch.as_tensor(getattr(S, "matrix", S), dtype=torch.float64)
+        return cls.diagonal(S.abs().sum(1))
+
+    def dense(self) -> torch.Tensor:
+        """The d×d matrix (for checks at small d)."""
+        S = torch.diag(self.diag)
+        if self.lowrank is not None:
+            S = S + self.lowrank @ self.lowrank.T
+        return S
+
+    def _core(self) -> torch.Tensor | None:
+        """``(I + LᵀD⁻¹L)⁻¹`` (p×p), cached."""
+        if self.lowrank is None or self.lowrank.shape[1] == 0:
+            return None
+        Ld = self.lowrank / self.diag[:, None]
+        return torch.linalg.inv(torch.eye(self.lowrank.shape[1], dtype=torch.float64) + self.lowrank.T @ Ld)
+
+    def solve(self, X: torch.Tensor, core=None) -> torch.Tensor:
+        """``S⁻¹X`` for ``X``: d×c (Woodbury)."""
+        Y = X / self.diag[:, None]
+        if self.lowrank is None or self.lowrank.shape[1] == 0:
+            return Y
+        core = self._core() if core is None else core
+        return Y - (self.lowrank / self.diag[:, None]) @ (core @ (self.lowrank.T @ Y))
+
+    def trace(self) -> float:
+        t = float(self.diag.sum())
+        return t + (float((self.lowrank ** 2).sum()) if self.lowrank is not None else 0.0)
+
+    def inverse_trace(self) -> float:
+        """``Tr(S⁻¹) = Tr(D⁻¹) − Tr((I + LᵀD⁻¹L)⁻¹ LᵀD⁻²L)``."""
+        t = float((1.0 / self.diag).sum())
+        core = self._core()
+        if core is None:
+            return t
+        L2 = self.lowrank / self.diag[:, None]
+        return t - float(torch.trace(core @ (L2.T @ L2)))
+
+
+@dataclass(frozen=True)
+class LowRankFisher(Result):
+    """E[G] as ``BᵀB`` (``B``: n×d rows, in memory or a file) with the Gram ``K = BBᵀ`` and its spectrum;
+    ``row_group[i]`` is the input group of row i (for the jackknife)."""
+
+    B: object  # torch.Tensor or np.memmap, n×d float64
+    K: torch.Tensor
+    d: int
+    m: int
+    k: int
+    row_group: torch.Tensor
+    group_sizes: tuple
+    method: str = "jacrev"
+    eps: float = ACCUMULATION_EPS
+    path: str = "low-rank (Gram of the stacked Jacobians)"
+    exact: bool = False
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
+    _skip_in_dict = ("B", "K", "row_group")
+
+    @property
+    def n(self) -> int:
+        return int(self.K.shape[0])
+
+    @property
+    def groups(self) -> int:
+        return len(self.group_sizes)
+
+    @property
+    def trace(self) -> float:
+        return float(torch.trace(self.K))
+
+    def gram(self, S: StructuredScore) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B S⁻¹ Bᵀ, B S⁻² Bᵀ)``, n×n, by column blocks of B (cached per S)."""
+        key = ("gram", id(S))
+        if key not in self._cache:
+            n = self.n
+            core = S._core()
+            G1 = torch.zeros(n, n, dtype=torch.float64)
+            # S⁻¹Bᵀ = D⁻¹Bᵀ − D⁻¹L core (LᵀD⁻¹Bᵀ): its low-rank part needs LᵀD⁻¹Bᵀ (p×n) first
+            P = None
+            if core is not None:
+                P = torch.zeros(S.lowrank.shape[1], n, dtype=torch.float64)
+                for a, Bc in self._column_blocks():
+                    P += (S.lowrank[a:a + Bc.shape[1]] / S.diag[a:a + Bc.shape[1], None]).T @ Bc.T
+                P = core @ P
+            G2 = torch.zeros(n, n, dtype=torch.float64)
+            for a, Bc in self._column_blocks():
+                sl = slice(a, a + Bc.shape[1])
+                Y = Bc.T / S.diag[sl, None]                                   # (D⁻¹Bᵀ) block, c×n
+                if P is not None:
+                    Y = Y - (S.lowrank[sl] / S.diag[sl, None]) @ P            # (S⁻¹Bᵀ) block
+                G1 += Bc @ Y
+                G2 += Y.T @ Y
+            self._cache[key] = ((G1 + G1.T) / 2, (G2 + G2.T) / 2, S)  # keep S alive: its id is the key
+        G1, G2, _ = self._cache[key]
+        return G1, G2
+
+    def _column_blocks(self):
+        for a in range(0, self.d, _COLUMN_BLOCK):
+            block = self.B[:, a:a + _COLUMN_BLOCK]
+            yield a, torch.as_tensor(np.asarray(block)) if not isinstance(block, torch.Tensor) else block
+
+    def rows(self, b: int | None) -> torch.Tensor:
+        """Indices of the rows kept when group ``b`` is left out (all rows for None)."""
+        if b is None:
+            return torch.arange(self.n)
+        return (self.row_group != b).nonzero().reshape(-1)
+
+    def scale(self, b: int | None) -> float:
+        """``k / (k − k_b)``: E[G] without group b averages over fewer inputs."""
+        return 1.0 if b is None else self.k / (self.k - int(self.group_sizes[b]))
+
+
+def _stats(f: LowRankFisher, S: StructuredScore, b: int | None, tau: float):
+    """``(λ, A1, A2)``: the kept spectrum of E[G] (without group b) and ``VᵀS⁻¹V``, ``VᵀS⁻²V`` in its range."""
+    key = ("stats", id(S), b, tau)
+    if key not in f._cache:
+        idx = f.rows(b)
+        c = f.scale(b)
+        K = f.K[idx][:, idx] * c
+        mu, Q = torch.linalg.eigh((K + K.T) / 2)
+        lam_max = float(mu[-1]) if mu.numel() else 0.0
+        keep = mu > max(tau, f.d * f.eps) * lam_max if lam_max > 0 else torch.zeros_like(mu, dtype=torch.bool)
+        mu, Q = mu[keep], Q[:, keep]
+        G1, G2 = f.gram(S)
+        W = Q / mu.sqrt()                                 # V = (√c B_idx)ᵀ W
+        A1 = c * W.T @ G1[idx][:, idx] @ W
+        A2 = c * W.T @ G2[idx][:, idx] @ W
+        f._cache[key] = (mu, (A1 + A1.T) / 2, (A2 + A2.T) / 2)
+    return f._cache[key]
+
+
+def _corollary(f: LowRankFisher, S: StructuredScore, sigma: float, tau: float, b: int | None) -> float:
+    mu, A1, A2 = _stats(f, S, b, tau)
+    base = S.inverse_trace()
+    if mu.numel() == 0:
+        return base / f.d
+    M = A1 + (torch.diag(sigma**2 / mu) if sigma > 0 else 0.0)
+    try:
+        corr = float(torch.trace(torch.linalg.solve(M, A2)))
+    except RuntimeError as exc:
+        raise ParameterError(f"VᵀS⁻¹V is singular ({exc}); S must be positive definite.") from None
+    return max(0.0, base - corr) / f.d
+
+
+def _jackknife(f: LowRankFisher, value, level: float):
+    point = value(None)
+    loo = [value(b) for b in range(f.groups)] if f.groups >= 2 else []
+    return block_jackknife(point, [loo], level)
+
+
+def lowrank_mse_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Corollary 1 by Woodbury in the range of E[G] (σ > 0)."""
+    sigma = check_sigma(sigma)
+    if sigma == 0:
+        raise ParameterError("Corollary 1 needs sigma > 0; use lowrank_noiseless_bound (Corollary 2).")
+    _check(f, S)
+    jk = _jackknife(f, lambda b: _corollary(f, S, sigma, 0.0, b), level)
+    rank = int(_stats(f, S, None, 0.0)[0].numel())
+    return Bound("mse", jk.lcb, "Tr((E[G]/sigma^2 + S)^-1) / d  [low-rank E[G], structured S]", f.d, sigma=sigma,
+                 rank=rank, inputs=_summary(f, S), point=jk.point, stderr=jk.stderr, level=jk.level,
+                 cut=f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max")
+
+
+def lowrank_noiseless_bound(f: LowRankFisher, S: StructuredScore, tau: float = 0.0, *,
+                            level: float = DEFAULT_LEVEL) -> Bound:
+    """Corollary 2: the closed form on the null space (the complement of the kept range)."""
+    tau = check_tau(tau)
+    _check(f, S)
+    jk = _jackknife(f, lambda b: _corollary(f, S, 0.0, tau, b), level)
+    rank = int(_stats(f, S, None, tau)[0].numel())
+    return Bound("noiseless_mse", jk.lcb, "Tr((U^T S U)^-1) / d, U = null(E[G])  [low-rank E[G], structured S]",
+                 f.d, sigma=0.0, tau=tau, rank=rank, inputs=_summary(f, S), point=jk.point, stderr=jk.stderr,
+                 level=jk.level, cut=(f"tau·λ_max (tau={tau:g})" if tau > f.d * f.eps
+                                      else f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max"))
+
+
+def lowrank_maeng_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Theorem 1: ``d / (Tr E[G]/σ² + Tr S)``."""
+    sigma = check_sigma(sigma)
+    _check(f, S)
+
+    def value(b):
+        if sigma == 0:
+            return 0.0
+        tr = float(torch.trace(f.K[f.rows(b)][:, f.rows(b)])) * f.scale(b)
+        return f.d / (tr / sigma**2 + S.trace())
+
+    jk = _jackknife(f, value, level)
+    return Bound("maeng", jk.lcb, "d / (Tr(E[G])/sigma^2 + Tr(S))", f.d, sigma=sigma, inputs=_summary(f, S),
+                 point=jk.point, stderr=jk.stderr, level=jk.level)
+
+
+def lowrank_ceiling(S: StructuredScore) -> Bound:
+    return Bound("ceiling", S.inverse_trace() / S.d, "Tr(S^-1) / d", S.d, rank=0, inputs={"trace_S": S.trace()})
+
+
+def _check(f: LowRankFisher, S: StructuredScore) -> None:
+    if S.d != f.d:
+        raise ShapeError(f"S is for d = {S.d} but E[G] for d = {f.d}.")
+
+
+def _summary(f: LowRankFisher, S: StructuredScore) -> dict:
+    return {"path": f.path, "n_rows": f.n, "k": f.k, "m": f.m, "score_structure": S.kind,
+            "score_lowrank": 0 if S.lowrank is None else int(S.lowrank.shape[1]), "trace_G": f.trace,
+            "fisher_groups": f.groups}
+
+
+def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size: int | None = None,
+                            groups: int = DEFAULT_GROUPS, seed: int | None = 0, device=None, store: str | None = None,
+                            progress: bool = False) -> LowRankFisher:
+    """E[G] of ``encoder`` over ``k`` inputs as its low-rank factor (module docstring): Jacobian rows by
+    reverse mode on a float64 copy of the encoder, ``chunk_size`` inputs at a time, written into B (in
+    memory, or a ``.npy`` memmap in ``store`` — a folder — when B would not fit), then the Gram ``K = BBᵀ``
+    by column blocks."""
+    k = check_positive_int(k, "k")
+    enc, _ = split_noise(encoder)
+    x = as_samples(data)
+    if k > x.shape[0]:
+        raise ParameterError(f"k={k} is larger than the {x.shape[0]} samples given; lower k or pass more data.")
+    g = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+    if k < x.shape[0]:
+        x = x[torch.randperm(x.shape[0], generator=g)[:k]]
+    device = torch.device(device) if device is not None else _param_device(enc)
+    enc, converted = _float64_copy(enc, "float64")
+    if converted:
+        enc.to(device)
+    x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
+    d = int(x[0].numel())
+    was_training = enc.training
+    frozen = [p for p in enc.parameters() if p.requires_grad]
+    enc.eval()
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        with torch.no_grad():
+            m = int(enc(x[:1]).numel())
+        n = k * m
+        groups = min(max(0, int(groups)), k) if k > 1 else 0
+        edges = [round(b * k / groups) for b in range(groups + 1)] if groups else [0, k]
+        if store is not None:
+            tmp = tempfile.NamedTemporaryFile(dir=store, suffix=".npy", delete=False)
+            B = np.lib.format.open_memmap(tmp.name, mode="w+", dtype=np.float64, shape=(n, d))
+        else:
+            B = torch.empty(n, d, dtype=torch.float64)
+        size = chunk_size or max(1, min(k, (1 << 24) // max(1, m * d)))
+        it = range(0, k, size)
+        if progress:
+            from tqdm.auto import tqdm
+            it = tqdm(it, desc=f"Jacobian rows (k={k}, m={m})", leave=False)
+        scale = 1.0 / math.sqrt(k)
+        for a in it:
+            xc = x[a:a + size]
+            J = _batched_jacobian(enc, xc, m, d, forward=False).detach().to(torch.float64).reshape(-1, d).cpu()
+            if isinstance(B, torch.Tensor):
+                B[a * m:a * m + J.shape[0]] = J * scale
+            else:
+                B[a * m:a * m + J.shape[0]] = (J * scale).numpy()
+    finally:
+        enc.train(was_training)
+        for p in frozen:
+            p.requires_grad_(True)
+    row_input = torch.arange(n) // m
+    row_group = torch.bucketize(row_input, torch.tensor(edges[1:-1], dtype=torch.long), right=True) if groups else \
+        torch.zeros(n, dtype=torch.long)
+    sizes = tuple(edges[b + 1] - edges[b] for b in range(groups)) if groups else ()
+    f = LowRankFisher(B, torch.zeros(0, 0), d, m, k, row_group, sizes)
+    K = torch.zeros(n, n, dtype=torch.float64)
+    for _, Bc in f._column_blocks():
+        K += Bc @ Bc.T
+    object.__setattr__(f, "K", (K + K.T) / 2)
+    return f
