@@ -193,8 +193,31 @@ def test_ctrl_c_exits_130_and_leaves_nothing(work):
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), code=130)
-    assert not (work / "d").exists() and not list(work.glob(".d*"))
+    assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "--resume", code=130)
+    # no output and no lock; only the finished units are kept (for --resume)
+    assert not (work / "d").exists() and not (work / ".d.lock").exists()
+    assert [p.name for p in work.glob(".d*")] in ([], [".d.units"])
+
+
+@pytest.mark.slow
+def test_recipe_killed_then_resumed_skips_finished_units_and_equals_a_full_run(work):
+    assert rg("demo", "--preset", "smoke", "--out", "full", "--quiet", cwd=work).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "reconguard", "demo", "--preset", "smoke", "--out", "cut", "--quiet"],
+                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    start = time.time()
+    while not list((work / ".cut.units").glob("*.pt")) if (work / ".cut.units").exists() else True:
+        assert proc.poll() is None and time.time() - start < 240
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    done = len(list((work / ".cut.units").glob("*.pt")))
+    assert done >= 1 and not (work / "cut").exists()
+    r = rg("demo", "--preset", "smoke", "--out", "cut", "--quiet", "--resume", cwd=work)
+    assert r.returncode == 0, r.stderr
+    a = json.loads((work / "full" / "results.json").read_text())
+    b = json.loads((work / "cut" / "results.json").read_text())
+    assert a["points"] == b["points"]
+    assert not (work / ".cut.units").exists()
 
 
 def test_two_runs_into_one_out(work):

@@ -54,8 +54,10 @@ def _cmd_run(args, recipe: str) -> int:
     from .report import run_to_report, summary_text
 
     out = _claim(args, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
+    args._interrupted_hint = ("finished units are kept; resume with: reconguard "
+                              + " ".join(args._argv) + ("" if args.resume else " --resume"))
     result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=_device(args.device),
-                                command=args._command, force=args.force)
+                                command=args._command, force=args.force, resume=args.resume)
     print(summary_text(result, out))
     return 0
 
@@ -641,6 +643,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the run succeeds); default runs/<recipe>")
         sp.add_argument("--quiet", action="store_true", help="no progress bars")
         sp.add_argument("--device", default="auto", help="auto (CUDA when present) | cpu | cuda")
+        sp.add_argument("--resume", action="store_true", help="continue an interrupted run: its finished units "
+                        "(a sweep's encoders, the mia recipes' models) are loaded, not recomputed")
 
     sp = sub.add_parser("demo", help="the main job: Figure-2 sweep on Gaussian and digits priors → runs/demo/")
     add_run_opts(sp)

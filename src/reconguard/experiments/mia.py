@@ -8,6 +8,8 @@ label model is scored on its permuted training labels (train accuracy) and the t
 
 from __future__ import annotations
 
+import json
+
 import time
 from dataclasses import dataclass, field
 
@@ -160,9 +162,13 @@ def load_split(p: dict) -> MIASplit:
     return folder_mia_split(p["root"], p.get("public_root"), int(p.get("size", 224)), int(p.get("split_seed", 0)))
 
 
-def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device) -> MIAResult:
+def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=None) -> MIAResult:
     """Train every (defense, seed) of the recipe; then, when asked, attack and measure robustness
-    (:mod:`reconguard.experiments.mia_eval`) and fit the analysis."""
+    (:mod:`reconguard.experiments.mia_eval`) and fit the analysis. ``units``: a
+    :class:`~reconguard.experiments.units.UnitCache` (finished models are not trained again)."""
+    from .units import UnitCache, plain, restore
+
+    units = units or UnitCache(None, p)
     split = load_split(p)
     jobs = plan_jobs(p)
     arch, width, epochs = p.get("arch", "resnet18"), p.get("width", 16), int(p.get("epochs", 30))
@@ -179,18 +185,30 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device) -> MIARe
     rows, examples = [], {}
     try:
         for spec, seed in jobs:
+            key = json.dumps([spec, seed], sort_keys=True, default=str)
+            saved = units.get(key)
+            if saved is not None:
+                row = restore(DefenseRow, saved["row"])
+                if saved.get("example") is not None and row.label not in examples:
+                    examples[row.label] = saved["example"]
+                rows.append(row)
+                if bar is not None:
+                    bar.update(1)
+                continue
             if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
                 public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
             model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
                                            epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,
                                            label=spec["label"], fit_options=spec.get("fit"),
                                            public_state=public_state, device=device)
+            ex = None
             if evaluator is not None:
                 evaluation, ex = evaluator.evaluate(model, row)
                 row = DefenseRow(**{**{f: getattr(row, f) for f in row.__dataclass_fields__}, "evaluation": evaluation})
                 if ex is not None and row.label not in examples:
                     examples[row.label] = ex
             rows.append(row)
+            units.put(key, {"row": plain(row), "example": ex})
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")

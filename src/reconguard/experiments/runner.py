@@ -173,15 +173,21 @@ def recipe_params(recipe: dict, preset: str = "cpu", overrides: dict | None = No
 
 
 def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool = True,
-               overrides: dict | None = None, device=None) -> SweepResult:
-    """Run a recipe at a preset and return its result (nothing is written; see ``reconguard.report``)."""
+               overrides: dict | None = None, device=None, units: str | Path | None = None) -> SweepResult:
+    """Run a recipe at a preset and return its result (nothing is written; see ``reconguard.report``).
+
+    ``units``: a folder where each finished unit (a sweep's encoder, a model of the mia recipes) is saved
+    as it completes, and from which a rerun loads it (:mod:`reconguard.experiments.units`)."""
+    from .units import UnitCache
+
     recipe = load_recipe(name_or_path)
     p = recipe_params(recipe, preset, overrides)
+    cache = UnitCache(units, {"recipe": recipe["name"], "preset": preset, "params": p})
     if recipe["kind"] == "instahide-accuracy":
         return _run_accuracy(recipe, preset, p, progress, device)
     if recipe["kind"] == "mia":
         from .mia import run_mia
-        return run_mia(recipe, preset, p, progress, device)
+        return run_mia(recipe, preset, p, progress, device, units=cache)
     if recipe["kind"] == "instahide-attacks":
         from .instahide_attacks import AttackSuiteResult, run_attacks
         bar = None
@@ -221,7 +227,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
                                 taus=tuple(float(t) for t in p.get("taus", [1e-4])),
                                 n_attack=p.get("n_attack", 64), score_samples=score_samples, seed=seed,
                                 n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples,
-                                lpips=p.get("lpips") or None, device=device)
+                                lpips=p.get("lpips") or None, device=device, units=cache)
     finally:
         if bar is not None:
             bar.close()

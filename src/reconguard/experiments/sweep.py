@@ -257,7 +257,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
               sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
               attacks=("mmse",), ks=(256,), taus=(1e-4,), n_attack: int | dict = 64, score_samples: int = 20000,
               seed: int = 0, n_examples: int = 8, cfg: dict | None = None, progress=None,
-              examples: dict | None = None, lpips: dict | None = None, device=None) -> list[SweepPoint]:
+              examples: dict | None = None, lpips: dict | None = None, device=None, units=None) -> list[SweepPoint]:
     """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
 
     ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 32}``) adds the LPIPS
@@ -279,8 +279,26 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
     if examples is not None:
         for sigma in sigmas:
             examples.setdefault((dataset, float(sigma)), {"originals": x[:shown], "rows": []})
+    from .units import UnitCache, plain, restore
+
+    units = units or UnitCache(None, {})
     points = []
     for i, spec in enumerate(encoders):
+        key = f"{dataset}|{i}|{spec}"
+        saved = units.get(key)
+        if saved is not None:  # a finished encoder of an interrupted run (--resume)
+            for d_ in saved["points"]:
+                d_ = dict(d_)
+                if d_.get("rtc") is None:
+                    d_["rtc"] = math.inf
+                points.append(restore(SweepPoint, d_))
+            if examples is not None:
+                for sigma, label, rtc_val, rec in saved["examples"]:
+                    examples[(dataset, float(sigma))]["rows"].append((label, rtc_val, rec))
+            if progress is not None:
+                progress.update(len(sigmas))
+            continue
+        first_point, unit_examples = len(points), []
         enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)),
                             device=device)
         fishers = {k: estimate_fisher(enc, fisher_pool, k=min(k, fisher_pool.shape[0]), seed=seed) for k in ks}
@@ -311,6 +329,8 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
                 rtc_val = bound_row(fishers[max(ks)], S, top, float(sigma), float(taus[0])).rtc
                 examples[(dataset, float(sigma))]["rows"].append((f"{spec.label} [{best}]", rtc_val,
                                                                   recons[best][:shown]))
+                unit_examples.append((float(sigma), f"{spec.label} [{best}]", rtc_val, recons[best][:shown]))
             if progress is not None:
                 progress.update(1)
+        units.put(key, {"points": [plain(pt) for pt in points[first_point:]], "examples": unit_examples})
     return points

@@ -87,16 +87,24 @@ def _image_shape(result, example) -> tuple[int, ...] | None:
 
 def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path | None = None, *,
                   progress: bool = True, overrides: dict | None = None, device=None, command: str | None = None,
-                  force: bool = False):
+                  force: bool = False, resume: bool = False):
     """``run_recipe`` then ``write_report``; returns ``(result, out_dir)``. The output folder is checked
-    before the run starts (``reconguard.io.check_output``), so a refused folder costs no compute."""
+    before the run starts (``reconguard.io.check_output``), so a refused folder costs no compute. Finished
+    units are kept in ``.<out>.units/`` beside it until the report is written; ``resume`` loads them
+    (without it they are cleared first, so a run starts fresh)."""
+    import shutil
+
     from ..io import check_output
 
-    if out_dir is not None:
-        check_output(out_dir, command or f"run {Path(str(recipe)).stem}", force=force)
-    result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device)
-    out_dir = Path(out_dir) if out_dir is not None else Path("runs") / result.recipe
-    return result, write_report(result, out_dir, command=command, force=force)
+    out_dir = Path(out_dir) if out_dir is not None else Path("runs") / Path(str(recipe)).stem
+    check_output(out_dir, command or f"run {Path(str(recipe)).stem}", force=force)
+    units = out_dir.parent / f".{out_dir.name}.units"
+    if not resume:
+        shutil.rmtree(units, ignore_errors=True)
+    result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device, units=units)
+    written = write_report(result, out_dir, command=command, force=force)
+    shutil.rmtree(units, ignore_errors=True)
+    return result, written
 
 
 def _private_examples(result):
