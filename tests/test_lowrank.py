@@ -117,3 +117,36 @@ def test_d_49152_equals_an_independent_closed_form_under_4gb():
         ours, theirs = out[key]
         assert ours == pytest.approx(theirs, rel=1e-8), (key, ours, theirs)
     assert out["peak_gb"] < 4.0, out["peak_gb"]
+
+
+def test_jacobian_rows_streamed_through_a_file_give_the_same_bounds(tmp_path):
+    net = _net(3, 8, seed=4)
+    x = torch.rand(6, 3, 8, 8, generator=torch.Generator().manual_seed(5))
+    net(x[:1])
+    mem = estimate_fisher_lowrank(net, x, k=6, groups=3)
+    disk = estimate_fisher_lowrank(net, x, k=6, groups=3, store=str(tmp_path), chunk_size=2)
+    assert not isinstance(disk.B, torch.Tensor) and len(list(tmp_path.glob("*.npy"))) == 1
+    S = _scores(mem.d)["diagonal+lowrank"]
+    for sigma in (0.0, 1e-2):
+        a = lowrank_mse_bound(mem, S, sigma) if sigma else lowrank_noiseless_bound(mem, S)
+        b = lowrank_mse_bound(disk, S, sigma) if sigma else lowrank_noiseless_bound(disk, S)
+        assert b.value == pytest.approx(a.value, rel=1e-10)
+
+
+def test_bound_command_chooses_and_names_its_path(tmp_path):
+    import json
+
+    from reconguard.cli import main
+    from reconguard.experiments.bound import choose_path, stream_rows
+
+    # the anchor, k = 256, m = 64 at 3×224×224, on a 24 GB machine: low-rank, rows streamed through a file
+    assert choose_path(150_528, 16_384, "auto", memory=24 << 30) == "lowrank"
+    assert stream_rows(150_528, 16_384, memory=24 << 30) and not stream_rows(150_528, 1024, memory=24 << 30)
+    assert choose_path(784, 64, "auto", memory=24 << 30) == "dense"
+    out = tmp_path / "b.json"
+    assert main(["bound", "--data", "gaussian", "--channels", "3", "--size", "32", "--encoder", "resnet18", "--split",
+                 "early", "--m", "8", "--k", "4", "--path", "lowrank", "--sigma", "0", "0.01", "--out", str(out),
+                 "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    assert data["d"] == 3072 and data["settings"]["path"].startswith("low-rank")
+    assert all(0 <= r["bound"] <= r["ceiling"] for r in data["rows"])

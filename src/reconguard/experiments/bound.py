@@ -91,7 +91,9 @@ def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = No
     if path not in PATHS:
         raise UnknownOptionError(f"path must be one of {PATHS}, got {path!r}.")
     have = available_memory() if memory is None else memory
-    dense_bytes, low_bytes = 8.0 * 14 * d * d, 8.0 * (2 * n_rows * d + 4 * n_rows * n_rows)
+    # low-rank: the n×n Grams (K, B S⁻¹Bᵀ, B S⁻²Bᵀ and a solve) in memory; B itself (n×d) too unless it
+    # streams through a file (stream_rows)
+    dense_bytes, low_bytes = 8.0 * 14 * d * d, 8.0 * 5 * n_rows * n_rows
     if path == "auto":
         path = "dense" if dense_bytes <= have / 2 else "lowrank"
     need = dense_bytes if path == "dense" else low_bytes
@@ -100,6 +102,14 @@ def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = No
                              f"{have / 2**30:.3g} GiB are available; lower the size"
                              + (", k or m" if path == "lowrank" else " or use the low-rank path") + ".")
     return path
+
+
+def stream_rows(d: int, n_rows: int, memory: int | None = None) -> bool:
+    """Whether the n×d Jacobian rows should stream through a file rather than sit in memory (over a third of it)."""
+    from ..checks import available_memory
+
+    have = available_memory() if memory is None else memory
+    return 8.0 * n_rows * d > have / 3
 
 
 def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0, 1e-3), *, tau: float | None = None,
@@ -153,7 +163,17 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress) -> Bound
     g = torch.Generator().manual_seed(int(seed))
     data = prior.sample(k, generator=g)
     data = data.reshape(k, *shape) if shape is not None else data
-    f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress)
+    store = None
+    if stream_rows(prior.dim, k * int(enc(data[:1].float().to(next(enc.parameters()).device)).numel())):
+        import tempfile
+        store = tempfile.mkdtemp(prefix="reconguard-rows-")
+    try:
+        f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress, store=store)
+    except BaseException:
+        if store is not None:
+            import shutil
+            shutil.rmtree(store, ignore_errors=True)
+        raise
     tau = 0.0 if tau is None else check_tau(tau)
     top = lowrank_ceiling(S)
     rows = []
@@ -162,6 +182,11 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress) -> Bound
         rows.append(BoundRow(sigma, b.name, b.value, lowrank_maeng_bound(f, S, sigma).value, top.value,
                              rtc(b, top).value, b.rank, tau if sigma == 0 else None, bound_point=b.point,
                              bound_stderr=b.stderr, level=b.level, cut=b.cut))
+    if store is not None:
+        import shutil
+        shutil.rmtree(store, ignore_errors=True)  # the rows' file (the open map stays readable until released)
+    how = "streamed through a file" if store is not None else "in memory"
     return BoundReport(type(enc).__name__, prior.name, f.d, f.m, f, rows,
                        {"k": f.k, "tau": tau, "seed": seed, "fisher_method": f.method, "exact_fisher": False,
-                        "path": f"low-rank (Gram of the {f.n} stacked Jacobian rows; isotropic S = I/η² exactly)"})
+                        "path": f"low-rank (Gram of the {f.n} stacked Jacobian rows, {how}; isotropic S = I/η² "
+                                "exactly)"})
