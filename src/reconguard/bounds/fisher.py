@@ -24,6 +24,7 @@ bound for every σ and τ.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from dataclasses import dataclass, field
@@ -139,6 +140,38 @@ def _float64_copy(enc: nn.Module, precision: str) -> tuple[nn.Module, bool]:
         return enc, False
 
 
+def group_edges(k: int, groups: int) -> tuple[int, list[int]]:
+    """``(groups, edges)``: at most ``k`` contiguous blocks of the k inputs (0 groups when k = 1)."""
+    groups = min(max(0, int(groups)), k) if k > 1 else 0
+    return groups, ([round(b * k / groups) for b in range(groups + 1)] if groups else [0, k])
+
+
+@contextlib.contextmanager
+def jacobian_ready(encoder: nn.Module, x: torch.Tensor, precision: str = "float64", device=None):
+    """Yield ``(enc, x, d, m)`` ready for input Jacobians: a float64 copy of the encoder (``precision``) on
+    ``device`` in eval mode with its parameters frozen (else autograd also prepares weight gradients, about
+    2x slower), ``x`` in its dtype; the user's module is restored after."""
+    enc, _ = split_noise(encoder)
+    device = torch.device(device) if device is not None else _param_device(enc)
+    enc, converted = _float64_copy(enc, precision)
+    if converted:
+        enc.to(device)
+    x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
+    was_training = enc.training
+    frozen = [p for p in enc.parameters() if p.requires_grad]
+    enc.eval()
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        with torch.no_grad():
+            m = int(enc(x[:1]).numel())
+        yield enc, x, int(x[0].numel()), m
+    finally:
+        enc.train(was_training)
+        for p in frozen:
+            p.requires_grad_(True)
+
+
 def _default_chunk(k: int, m: int, d: int, device: torch.device) -> int:
     """Inputs per chunk: bounded by the Jacobian budget; on a CPU small chunks stay in cache and run faster."""
     limit = max(1, _JACOBIAN_BUDGET // max(1, m * d))
@@ -223,34 +256,17 @@ def estimate_fisher(
     if generator is None and seed is not None:
         generator = torch.Generator().manual_seed(int(seed))
     x = _select(x, k, generator)
-    groups = min(max(0, int(groups)), k) if k > 1 else 0
-    device = torch.device(device) if device is not None else _param_device(enc)
-    enc, converted = _float64_copy(enc, precision)
-    if converted:
-        enc.to(device)
-    x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
-    d = int(x[0].numel())
+    with jacobian_ready(enc, x, precision, device) as (enc, x, d, m):
+        def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
+            return enc(xi.unsqueeze(0)).reshape(-1)
 
-    def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
-        return enc(xi.unsqueeze(0)).reshape(-1)
-
-    was_training = enc.training
-    # Parameters are frozen while we differentiate w.r.t. the input: otherwise autograd also
-    # prepares weight gradients in every backward (about 2x slower). Both are restored after.
-    frozen = [p for p in enc.parameters() if p.requires_grad]
-    enc.eval()
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        with torch.no_grad():
-            m = int(enc(x[:1]).numel())
         if method == "auto":
             method = "jacrev" if m < d else "jacfwd"
-        G = torch.zeros(d, d, dtype=torch.float64, device=device)
+        G = torch.zeros(d, d, dtype=torch.float64, device=x.device)
         # group of each input: contiguous blocks; a chunk never straddles two groups
-        edges = [round(b * k / groups) for b in range(groups + 1)] if groups else [0, k]
+        groups, edges = group_edges(k, groups)
         parts = torch.zeros(max(groups, 1), d, d, dtype=torch.float64) if groups else None
-        size = 1 if method == "loop" else (chunk_size or _default_chunk(k, m, d, device))
+        size = 1 if method == "loop" else (chunk_size or _default_chunk(k, m, d, x.device))
         chunks = [(g, x[a:min(a + size, edges[g + 1])]) for g in range(len(edges) - 1)
                   for a in range(edges[g], edges[g + 1], size)]
         it = chunks
@@ -267,10 +283,6 @@ def estimate_fisher(
             G += JtJ
             if parts is not None:
                 parts[gi] += JtJ.cpu()
-    finally:
-        enc.train(was_training)
-        for p in frozen:
-            p.requires_grad_(True)
     G = (G / k).cpu()
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)

@@ -37,10 +37,9 @@ import torch
 from torch import nn
 
 from ..checks import as_samples, check_positive_int, check_sigma, check_tau
-from ..encoders.noisy import split_noise
 from ..errors import ParameterError, ShapeError
 from ..results import Result
-from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, _float64_copy, _param_device, _param_dtype
+from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
 
@@ -303,30 +302,16 @@ def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size
     memory, or a ``.npy`` memmap in ``store`` — a folder — when B would not fit), then the Gram ``K = BBᵀ``
     by column blocks."""
     k = check_positive_int(k, "k")
-    enc, _ = split_noise(encoder)
+    enc = encoder
     x = as_samples(data)
     if k > x.shape[0]:
         raise ParameterError(f"k={k} is larger than the {x.shape[0]} samples given; lower k or pass more data.")
     g = torch.Generator().manual_seed(int(seed)) if seed is not None else None
     if k < x.shape[0]:
         x = x[torch.randperm(x.shape[0], generator=g)[:k]]
-    device = torch.device(device) if device is not None else _param_device(enc)
-    enc, converted = _float64_copy(enc, "float64")
-    if converted:
-        enc.to(device)
-    x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
-    d = int(x[0].numel())
-    was_training = enc.training
-    frozen = [p for p in enc.parameters() if p.requires_grad]
-    enc.eval()
-    for p in frozen:
-        p.requires_grad_(False)
-    try:
-        with torch.no_grad():
-            m = int(enc(x[:1]).numel())
+    with jacobian_ready(enc, x, "float64", device) as (enc, x, d, m):
         n = k * m
-        groups = min(max(0, int(groups)), k) if k > 1 else 0
-        edges = [round(b * k / groups) for b in range(groups + 1)] if groups else [0, k]
+        groups, edges = group_edges(k, groups)
         if store is not None:
             tmp = tempfile.NamedTemporaryFile(dir=store, suffix=".npy", delete=False)
             B = np.lib.format.open_memmap(tmp.name, mode="w+", dtype=np.float64, shape=(n, d))
@@ -339,16 +324,9 @@ def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size
             it = tqdm(it, desc=f"Jacobian rows (k={k}, m={m})", leave=False)
         scale = 1.0 / math.sqrt(k)
         for a in it:
-            xc = x[a:a + size]
-            J = _batched_jacobian(enc, xc, m, d, forward=False).detach().to(torch.float64).reshape(-1, d).cpu()
-            if isinstance(B, torch.Tensor):
-                B[a * m:a * m + J.shape[0]] = J * scale
-            else:
-                B[a * m:a * m + J.shape[0]] = (J * scale).numpy()
-    finally:
-        enc.train(was_training)
-        for p in frozen:
-            p.requires_grad_(True)
+            J = _batched_jacobian(enc, x[a:a + size], m, d, forward=False).detach().to(torch.float64)
+            J = J.reshape(-1, d).cpu() * scale
+            B[a * m:a * m + J.shape[0]] = J if isinstance(B, torch.Tensor) else J.numpy()
     row_input = torch.arange(n) // m
     row_group = torch.bucketize(row_input, torch.tensor(edges[1:-1], dtype=torch.long), right=True) if groups else \
         torch.zeros(n, dtype=torch.long)
