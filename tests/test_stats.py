@@ -95,3 +95,19 @@ def test_stats_errors():
         beta_regression([0.2, 1.5, 0.3, 0.4], [1, 2, 3, 4])
     with pytest.raises(ParameterError, match="observations"):
         ols([1, 2], [[1, 2], [3, 4]])
+
+
+def test_stats_wrap_statsmodels_and_take_a_design_with_its_constant(table):
+    """reconguard.stats imports statsmodels; ``ols(y, add_constant(X))`` works and equals ``ols(y, X)``."""
+    import inspect
+
+    import reconguard.stats.models as models
+
+    assert "statsmodels" in inspect.getsource(models)
+    y, X = table
+    a, b = ols(y, X), ols(y, sm.add_constant(X))
+    np.testing.assert_allclose(a.params, b.params, rtol=1e-12)
+    assert b.names[0] == "const" and len(b.params) == X.shape[1] + 1
+    from statsmodels.stats.proportion import proportion_confint
+    lo, hi = wilson_interval(7, 20)
+    assert (lo, hi) == pytest.approx(proportion_confint(7, 20, method="wilson"), rel=1e-12)

@@ -1,4 +1,8 @@
-"""OLS with robust errors, Beta regression, Wilson intervals, cost of privacy, treatment effects."""
+"""OLS with robust errors, Beta regression, Wilson intervals, cost of privacy, treatment effects — a thin
+layer over statsmodels (``OLS(...).fit(cov_type, use_t=True)``, ``othermod.betareg.BetaModel``,
+``proportion_confint(method="wilson")``): the input checks, the names and the result dataclasses are
+reconguard's; the estimates are statsmodels'. A design that already has a constant column (statsmodels
+users pass ``add_constant(X)``) is accepted as it is."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
@@ -24,9 +28,16 @@ def _design(y, X, constant: bool, names):
     names = list(names) if names is not None else [f"x{i + 1}" for i in range(X.shape[1])]
     if len(names) != X.shape[1]:
         raise ShapeError(f"{len(names)} names for {X.shape[1]} columns of X.")
-    if constant:
+    # add_constant(X): a column of ones beside real predictors (a lone constant column is a mistake, and
+    # with the intercept added it is reported as rank deficient)
+    has_const = X.shape[1] >= 2 and X.shape[0] > 0 and bool(np.any(np.all(X == 1.0, axis=0)))
+    if constant and not has_const:
         X = np.column_stack([np.ones(len(y)), X])
         names = ["const"] + names
+    elif has_const:  # given with add_constant(X): name the constant column
+        j = int(np.flatnonzero(np.all(X == 1.0, axis=0))[0])
+        if names[j].startswith("x"):
+            names[j] = "const"
     if X.shape[0] <= X.shape[1]:
         raise ParameterError(f"{X.shape[0]} observations cannot fit {X.shape[1]} parameters (need more rows).")
     if np.linalg.matrix_rank(X) < X.shape[1]:
@@ -58,30 +69,16 @@ class OLSResult(Result):
 
 def ols(y, X, cov: str = "HC2", *, constant: bool = True, names=None, level: float = 0.95) -> OLSResult:
     """OLS with robust covariance ``cov`` ∈ {nonrobust, HC0, HC1, HC2, HC3} and t-based inference."""
+    import statsmodels.api as sm
+
     y, X, names = _design(y, X, constant, names)
-    n, k = X.shape
-    xtx_inv = np.linalg.inv(X.T @ X)
-    beta = xtx_inv @ X.T @ y
-    fitted = X @ beta
-    e = y - fitted
-    h = np.einsum("ij,jk,ik->i", X, xtx_inv, X)  # leverages
-    if cov == "nonrobust":
-        v = xtx_inv * (e @ e) / (n - k)
-    else:
-        weights = {"HC0": e ** 2, "HC1": e ** 2 * n / (n - k), "HC2": e ** 2 / (1 - h), "HC3": e ** 2 / (1 - h) ** 2}
-        if cov not in weights:
-            raise UnknownOptionError(f"cov must be nonrobust, HC0, HC1, HC2 or HC3; got {cov!r}.")
-        v = xtx_inv @ (X.T * weights[cov]) @ X @ xtx_inv
-    bse = np.sqrt(np.diag(v))
-    t = beta / bse
-    df = n - k
-    p = 2 * stats.t.sf(np.abs(t), df)
-    q = stats.t.ppf(0.5 + level / 2, df)
-    ss_res, ss_tot = e @ e, ((y - y.mean()) ** 2).sum() if constant else (y ** 2).sum()
-    r2 = 1 - ss_res / ss_tot
-    r2_adj = 1 - (1 - r2) * (n - (1 if constant else 0)) / df
-    return OLSResult(names, beta, bse, t, p, np.column_stack([beta - q * bse, beta + q * bse]), level, df, r2,
-                     r2_adj, float(np.abs(e).mean()), cov, n, fitted)
+    if cov not in ("nonrobust", "HC0", "HC1", "HC2", "HC3"):
+        raise UnknownOptionError(f"cov must be nonrobust, HC0, HC1, HC2 or HC3; got {cov!r}.")
+    fit = sm.OLS(y, X).fit(cov_type=cov, use_t=True)
+    ci = fit.conf_int(alpha=1 - level)
+    return OLSResult(names, fit.params, fit.bse, fit.tvalues, fit.pvalues, ci, level, int(fit.df_resid),
+                     float(fit.rsquared), float(fit.rsquared_adj), float(np.abs(fit.resid).mean()), cov, int(fit.nobs),
+                     fit.fittedvalues)
 
 
 @dataclass(frozen=True)
@@ -112,7 +109,7 @@ class BetaResult(Result):
 
 def beta_regression(y, X, *, constant: bool = True, names=None, level: float = 0.95) -> BetaResult:
     """Beta regression (Ferrari & Cribari-Neto 2004): logit(μ) = Xβ, log φ = γ, by maximum likelihood."""
-    import torch
+    from statsmodels.othermod.betareg import BetaModel
 
     y, X, names = _design(y, X, constant, names)
     if (y < 0).any() or (y > 1).any():
@@ -121,30 +118,15 @@ def beta_regression(y, X, *, constant: bool = True, names=None, level: float = 0
     squeezed = bool(((y == 0) | (y == 1)).any())
     if squeezed:
         y = (y * (n - 1) + 0.5) / n  # Smithson & Verkuilen (2006)
-    Xt, yt = torch.tensor(X), torch.tensor(y)
-    ly, l1y = torch.log(yt), torch.log1p(-yt)
+    import warnings
 
-    def nll(theta: torch.Tensor) -> torch.Tensor:
-        mu = torch.sigmoid(Xt @ theta[:k])
-        phi = torch.exp(theta[k])
-        a, b = mu * phi, (1 - mu) * phi
-        return -(torch.lgamma(phi) - torch.lgamma(a) - torch.lgamma(b) + (a - 1) * ly + (b - 1) * l1y).sum()
-
-    def fun(theta):
-        t = torch.tensor(theta, requires_grad=True)
-        value = nll(t)
-        (g,) = torch.autograd.grad(value, t)
-        return float(value.detach()), g.numpy()
-
-    beta0 = np.linalg.lstsq(X, special.logit(y), rcond=None)[0]
-    mu0 = special.expit(X @ beta0)
-    var = ((y - mu0) ** 2).mean()
-    phi0 = max(float((mu0 * (1 - mu0)).mean() / max(var, 1e-12) - 1), 0.5)
-    start = np.concatenate([beta0, [math.log(phi0)]])
-    res = optimize.minimize(fun, start, jac=True, method="BFGS", options={"gtol": 1e-10, "maxiter": 5000})
-    theta = res.x
-    hess = torch.autograd.functional.hessian(nll, torch.tensor(theta)).numpy()
-    cov = np.linalg.inv(hess)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # statsmodels' convergence chatter; checked below
+        fit = BetaModel(y, X).fit(disp=0, maxiter=5000)
+    theta = np.asarray(fit.params, dtype=np.float64)
+    if not np.all(np.isfinite(theta)):
+        raise ParameterError("the Beta regression did not converge (non-finite estimates); check the data.")
+    cov = np.asarray(fit.cov_params(), dtype=np.float64)
     bse = np.sqrt(np.diag(cov))
     z = theta / bse
     q = stats.norm.ppf(0.5 + level / 2)
@@ -152,7 +134,7 @@ def beta_regression(y, X, *, constant: bool = True, names=None, level: float = 0
     fitted = special.expit(eta)
     pseudo = float(np.corrcoef(eta, special.logit(y))[0, 1] ** 2) if k > 1 else 0.0
     return BetaResult(names + ["precision"], theta, bse, z, 2 * stats.norm.sf(np.abs(z)),
-                      np.column_stack([theta - q * bse, theta + q * bse]), level, -float(res.fun), pseudo,
+                      np.column_stack([theta - q * bse, theta + q * bse]), level, float(fit.llf), pseudo,
                       float(np.abs(y - fitted).mean()), n, squeezed, cov, fitted)
 
 
@@ -162,13 +144,12 @@ def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float,
         raise ParameterError(f"wilson_interval needs n > 0 trials, got {n}.")
     if not 0 <= successes <= n:
         raise ParameterError(f"successes must be in [0, n={n}], got {successes}.")
-    z = stats.norm.ppf(0.5 + level / 2)
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(successes, n, alpha=1 - level, method="wilson")
     p = successes / n
-    denom = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    lo = 0.0 if successes == 0 else max(0.0, min(p, center - half))  # exact ends at 0 / n, no rounding past p̂
-    hi = 1.0 if successes == n else min(1.0, max(p, center + half))
+    lo = 0.0 if successes == 0 else max(0.0, min(p, float(lo)))  # exact ends at 0 / n, no rounding past p̂
+    hi = 1.0 if successes == n else min(1.0, max(p, float(hi)))
     return lo, hi
 
 
