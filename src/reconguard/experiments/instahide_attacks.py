@@ -157,6 +157,9 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
                 sc = score_challenge(images, Path(tmp) / "t") if images is not None else None
                 if images is not None:
                     ex[attack] = _matched_images(images, truth).float()
+                    if sc.n_recovered != sc.n_true:  # more outputs than private images: a guess of that size
+                        extra = {**extra, "outputs": sc.n_recovered, "guess_identified": sc.baseline.identified,
+                                 "guess_ssim": sc.baseline.matched_ssim}
                 rows.append(AttackRow(label.split(" k=")[0].split()[0], spec.get("mode", "inside"), scheme.k, attack,
                                       sc.identified if sc else None, sc.matched_ssim if sc else None, extra,
                                       time.perf_counter() - start))

@@ -15,8 +15,10 @@
   - ``matched_ssim``: mean SSIM of a 1-to-1 (Hungarian) matching of private to recovered images.
     (The old "best match SSIM ≥ 0.5" was met by 97–100 % of *random* digits: every private digit
     resembles one of n others.)
-  - ``baseline``: the same scores for n random non-members submitted as the recovery (each scored
-    with itself left out of the gallery): what a guess reaches.
+  - ``baseline``: the same scores for as many random non-members as there are recovered images (at
+    least n; each scored with itself left out of the gallery): what a guess of the same size reaches. An
+    attack that outputs one estimate per encryption (averaging: n·T images) gets the baseline of n·T
+    guesses, which identifies far more than n guesses do.
 """
 
 from __future__ import annotations
@@ -130,10 +132,11 @@ def read_challenge_info(folder: str | Path) -> dict | None:
 
 @dataclass(frozen=True)
 class ChallengeBaseline(Result):
-    """What ``n`` random non-member images, submitted as the recovery, score."""
+    """What random non-member images, as many as were recovered (at least n), score when submitted."""
 
     identified: float
     matched_ssim: float
+    n_guesses: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ class ChallengeScore(Result):
     def summary(self) -> str:
         return (f"identified {100 * self.identified:.0f}% of the {self.n_true} private images (nearest neighbour "
                 f"among them and {self.n_nonmembers} non-members), 1-to-1 SSIM {self.matched_ssim:.3f}; "
-                f"baseline (random non-members): identified {100 * self.baseline.identified:.0f}%, "
+                f"baseline ({self.baseline.n_guesses} random non-members): identified {100 * self.baseline.identified:.0f}%, "
                 f"1-to-1 SSIM {self.baseline.matched_ssim:.3f}")
 
 
@@ -223,8 +226,9 @@ def score_challenge(recovered, truth: str | Path, nonmembers=None, seed: int = 0
     n = true.shape[0]
     gallery = torch.cat([true, others])
     g = torch.Generator().manual_seed(seed)
-    pick = torch.randperm(others.shape[0], generator=g)[:n]
+    size = min(max(n, rec.shape[0]), others.shape[0])
+    pick = torch.randperm(others.shape[0], generator=g)[:size]
     guess = others[pick]
-    baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true))
+    baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true), size)
     return ChallengeScore(_identified(rec, gallery, n), _matched_ssim(rec, true), baseline, n, int(rec.shape[0]),
                           int(others.shape[0]))
