@@ -323,3 +323,16 @@ def test_challenge_score_cannot_be_gamed_by_random_digits(tmp_path):
     with pytest.raises(errors.DataFileNotFoundError, match="nonmembers"):
         (tmp_path / "t" / "nonmembers.npy").unlink()
         score_challenge(noisy, tmp_path / "t")
+
+
+def test_attack_suite_resumes_finished_schemes(tmp_path):
+    """Per-unit resume: a rerun with the units of a finished scheme loads them instead of attacking again."""
+    from reconguard.experiments import run_recipe
+
+    units = tmp_path / "units"
+    first = run_recipe("instahide-attacks", "smoke", progress=False, units=units,
+                       overrides={"attacks": ["averaging", "ks"]})
+    assert len(list(units.glob("*.pt"))) == 1
+    again = run_recipe("instahide-attacks", "smoke", progress=False, units=units,
+                       overrides={"attacks": ["averaging", "ks"]})
+    assert [r.to_dict() for r in again.rows] == [r.to_dict() for r in first.rows]

@@ -81,13 +81,24 @@ def _split(data: ImageDataset, seed: int, test_fraction: float = 0.2):
 
 def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T: int = 10,
                  own_floor: float | None = None, public=None, dp: dict | None = None, lr: float = 1e-3,
-                 seed: int = 0, device=None, progress=None) -> tuple[list[AccuracyRow], int, int]:
+                 seed: int = 0, device=None, progress=None, units=None) -> tuple[list[AccuracyRow], int, int]:
+    """Train and test every method; ``units`` (a UnitCache) keeps finished methods for ``--resume``."""
+    from .units import UnitCache, plain, restore
+
+    units = units or UnitCache(None, {})
     train, val, test = _split(data, seed)
     stats = InstaHide().channel_stats(train.images)
     norm = lambda d: TensorDataset(InstaHide.normalize_images(d.images, stats), d.labels)  # noqa: E731
     rows = []
     for spec in methods:
         method, k, mode = spec["method"], spec["k"], spec["mode"]
+        key = repr(sorted(spec.items()))
+        saved = units.get(key)
+        if saved is not None:
+            rows.append(restore(AccuracyRow, saved))
+            if progress is not None:
+                progress.update(1)
+            continue
         with seeded(seed):
             model = mnist_cnn(data.shape, int(data.labels.max()) + 1)
         start = time.perf_counter()
@@ -116,6 +127,7 @@ def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T
         acc_plain = accuracy(predict_plain(model, test.images, stats), test.labels)
         rows.append(AccuracyRow(method, k, mode, acc_plain, acc_t1, acc_t, T, eps, epochs,
                                 time.perf_counter() - start))
+        units.put(key, plain(rows[-1]))
         if progress is not None:
             progress.update(1)
     return rows, len(train), len(test)

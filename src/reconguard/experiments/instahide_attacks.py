@@ -76,7 +76,11 @@ def _matched_images(recovered: torch.Tensor, truth: torch.Tensor) -> torch.Tenso
     return torch.stack([rec[j] if j >= 0 else blank for j in match.tolist()])
 
 
-def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
+def run_attacks(p: dict, progress=None, units=None) -> tuple[list, dict]:
+    """Every attack on every scheme; ``units`` (a UnitCache) keeps finished schemes for ``--resume``."""
+    from .units import UnitCache, plain, restore
+
+    units = units or UnitCache(None, {})
     digits = load_digits(int(p["size"]) if p.get("size") not in (None, 8) else None)
     perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(int(p.get("seed", 0))))
     private, own = digits.subset(perm[:1000]), digits.subset(perm[1000:])
@@ -88,6 +92,15 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
     pool = None
     rows, examples = [], {}
     for spec in p.get("schemes") or [{"scheme": "instahide", "k": 4}]:
+        key = repr(sorted(spec.items()))
+        saved = units.get(key)
+        if saved is not None:
+            rows += [restore(AttackRow, r) for r in saved["rows"]]
+            examples[saved["label"]] = saved["examples"]
+            if progress is not None:
+                progress.update(1)
+            continue
+        first_row = len(rows)
         if spec.get("mode") == "cross" and pool is None:
             from .instahide import public_pool
             pool = public_pool("samples", private.shape)
@@ -164,6 +177,7 @@ def run_attacks(p: dict, progress=None) -> tuple[list, dict]:
                                       sc.identified if sc else None, sc.matched_ssim if sc else None, extra,
                                       time.perf_counter() - start))
             examples[label] = ex
+        units.put(key, {"rows": [plain(r) for r in rows[first_row:]], "label": label, "examples": ex})
         if progress is not None:
             progress.update(1)
     return rows, examples

@@ -184,7 +184,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     p = recipe_params(recipe, preset, overrides)
     cache = UnitCache(units, {"recipe": recipe["name"], "preset": preset, "params": p})
     if recipe["kind"] == "instahide-accuracy":
-        return _run_accuracy(recipe, preset, p, progress, device)
+        return _run_accuracy(recipe, preset, p, progress, device, cache)
     if recipe["kind"] == "mia":
         from .mia import run_mia
         return run_mia(recipe, preset, p, progress, device, units=cache)
@@ -196,7 +196,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
             bar = tqdm(total=len(p.get("schemes") or [1]), desc=recipe["name"], unit="scheme")
         start = time.perf_counter()
         try:
-            rows, examples = run_attacks(p, bar)
+            rows, examples = run_attacks(p, bar, units=cache)
         finally:
             if bar is not None:
                 bar.close()
@@ -235,7 +235,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
                        extras)
 
 
-def _run_accuracy(recipe: dict, preset: str, p: dict, progress: bool, device):
+def _run_accuracy(recipe: dict, preset: str, p: dict, progress: bool, device, cache=None):
     from .instahide import AccuracyResult, expand_methods, public_pool, run_accuracy
     from .priors import make_prior
 
@@ -254,7 +254,7 @@ def _run_accuracy(recipe: dict, preset: str, p: dict, progress: bool, device):
         rows, n_train, n_test = run_accuracy(data, methods, epochs=int(p.get("epochs", 20)), T=int(p.get("T", 10)),
                                              own_floor=p.get("own_floor"), public=public_pool(p.get("public"), data.shape),
                                              dp=p.get("dp"), lr=float(p.get("lr", 1e-3)), seed=int(p.get("seed", 0)),
-                                             device=device, progress=bar)
+                                             device=device, progress=bar, units=cache)
     finally:
         if bar is not None:
             bar.close()
