@@ -71,12 +71,14 @@ MIN_NONMEMBERS = 1000  # gallery size asked for by the score (fewer are used, an
 
 
 def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T: int, out: str | Path,
-                   truth: str | Path, seed: int = 0, nonmembers: torch.Tensor | None = None) -> Path:
+                   truth: str | Path, seed: int = 0, nonmembers: torch.Tensor | None = None,
+                   key_seed: int | None = None) -> Path:
     """Encrypt n private images T times each (mixing within ``images``), shuffle, and write
     ``out/encryptions.npy``, ``out/labels.npy``; ``truth/private.npy``, ``truth/assignment.npy`` and
     ``truth/nonmembers.npy``: the images of ``images`` not picked, followed by ``nonmembers`` (more images
     of the same kind, e.g. the attacker's own) when given; ``out/challenge.json`` records k, n, T, mode,
-    c1, c2, the image shape and the normalisation, which the attack commands read and check."""
+    c1, c2, the image shape and the normalisation, which the attack commands read and check. The keys are
+    fresh cryptographic randomness unless ``key_seed`` is given (reproducible challenges for tests)."""
     from ...io import atomic_file, write_json_atomic
 
     n, T = check_positive_int(n, "n"), check_positive_int(T, "T")
@@ -96,7 +98,8 @@ def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T
         raise ShapeError(f"non-member images must be N×{tuple(x.shape[1:])} with N ≥ 1, got {tuple(others.shape)}.")
     encs, labs = [], []
     for t in range(T):
-        enc = scheme.encrypt(x, y, seed=None)  # fresh cryptographic keys; partners among the n private images
+        # fresh cryptographic keys (or reproducible ones from key_seed); partners among the n private images
+        enc = scheme.encrypt(x, y, seed=None if key_seed is None else key_seed * 1_000_003 + t)
         encs.append(enc.images)
         labs.append(enc.labels)
     E, L = torch.cat(encs), torch.cat(labs)
