@@ -441,8 +441,7 @@ def _cmd_challenge(args) -> int:
     from .encoders.instahide import paper_c1
     from .experiments.instahide import public_pool
 
-    from .io import MARKER
-    import json
+    from .io import mark_folder
 
     data = _labelled_data(args.data, args.size, args.root)
     out = _claim(args, args.out or "runs/challenge", "dir")
@@ -455,7 +454,7 @@ def _cmd_challenge(args) -> int:
                        num_classes=int(data.labels.max()) + 1)
     make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
     for folder in (out, truth):
-        (folder / MARKER).write_text(json.dumps({"command": args._command}) + "\n", encoding="utf-8")
+        mark_folder(folder, args._command)
     print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
           f"ground truth → {truth}/ (keep it apart)")
     return 0

@@ -121,6 +121,11 @@ def _check_writable(folder: Path) -> None:
         raise OutputError(f"cannot write into {probe}: it is read-only or not a folder; choose another --out.")
 
 
+def mark_folder(folder: str | os.PathLike, command: str) -> None:
+    """Write ``folder``'s marker: it holds the results of ``command``."""
+    (Path(folder) / MARKER).write_text(json.dumps({"command": command}) + "\n", encoding="utf-8")
+
+
 def record_file(path: str | os.PathLike, command: str) -> None:
     """List ``path`` in its folder's marker as written by ``command`` (so a rerun may overwrite it)."""
     path = Path(path)
@@ -202,7 +207,7 @@ def atomic_directory(path: str | os.PathLike, command: str = "run", force: bool 
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        (tmp / MARKER).write_text(json.dumps({"command": command}) + "\n", encoding="utf-8")
+        mark_folder(tmp, command)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

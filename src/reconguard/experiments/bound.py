@@ -134,7 +134,7 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
         m = int(getattr(enc, "out_dim", d))
     path = choose_path(d, k * m, path)
     if path == "lowrank":
-        return _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress)
+        return _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress)
     g = torch.Generator().manual_seed(int(seed))
     data = None if hasattr(enc, "exact_fisher") else prior.sample(k, generator=g)
     fisher = estimate_fisher(enc, data, k=k, seed=seed, device=device, progress=progress)
@@ -148,23 +148,21 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
                         "path": "dense (d×d E[G] and S)"})
 
 
-def _lowrank_bounds(enc, prior, sigmas, tau, k, seed, device, progress) -> BoundReport:
+def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> BoundReport:
     from ..bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
                                   lowrank_mse_bound, lowrank_noiseless_bound)
     from ..errors import ParameterError
 
-    exact = getattr(prior, "exact_score_matrix", None)
     if getattr(prior, "n_components", 0) != 1 or not hasattr(prior, "std"):
         raise ParameterError(f"at d = {prior.dim} the d×d score matrix of {prior.name} does not fit; the low-rank "
                              "path needs a prior whose S is exactly isotropic (--data gaussian), or a smaller size.")
-    del exact
     S = StructuredScore.isotropic(1.0 / prior.std**2, prior.dim)
     shape = getattr(enc, "in_shape", None)
     g = torch.Generator().manual_seed(int(seed))
     data = prior.sample(k, generator=g)
     data = data.reshape(k, *shape) if shape is not None else data
     store = None
-    if stream_rows(prior.dim, k * int(enc(data[:1].float().to(next(enc.parameters()).device)).numel())):
+    if stream_rows(prior.dim, k * m):
         import tempfile
         store = tempfile.mkdtemp(prefix="reconguard-rows-")
     try:

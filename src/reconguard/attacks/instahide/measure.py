@@ -197,19 +197,11 @@ def _matched_ssim(recovered: torch.Tensor, true: torch.Tensor) -> float:
 
 
 def _load_truth(truth: str | Path, name: str, what: str) -> torch.Tensor:
-    path = Path(truth) / f"{name}.npy"
-    if not path.is_file():
-        raise DataFileNotFoundError(f"no {name}.npy in {truth}: {what} (written by make_challenge / "
-                                    f"`reconguard instahide challenge`; an older challenge folder lacks "
-                                    f"nonmembers.npy: write it again, or pass nonmembers=).")
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ShapeError(f"{path} is not a readable .npy array ({exc}).") from None
-    t = torch.from_numpy(np.asarray(arr, dtype=np.float64))
-    if not bool(torch.isfinite(t).all()):
-        raise ShapeError(f"{path} holds NaN or Inf values.")
-    return t
+    from ...checks import load_array
+
+    hint = (f"{what} (written by make_challenge / `reconguard instahide challenge`; an older challenge folder lacks "
+            "nonmembers.npy: write it again, or pass nonmembers=)")
+    return load_array(Path(truth) / f"{name}.npy", hint).to(torch.float64)
 
 
 def score_challenge(recovered, truth: str | Path, nonmembers=None, seed: int = 0) -> ChallengeScore:
