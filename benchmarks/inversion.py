@@ -64,18 +64,18 @@ def main():
     targets = torch.arange(5).repeat_interleave(a.per_class)
     for seed in range(a.seeds):
         common = dict(candidates=500, keep=20, steps=60, lr=0.2, finals=a.per_class, seed=seed)
-        res = GenerativeInversion(gen, loss="ce", **common).run(target)
+        res = GenerativeInversion(target, gen, loss="ce", **common).run()
         budget = res.seconds
         record("generative, intermediate, CE", budget, res.images, res.targets)
-        res = GenerativeInversion(gen, loss="poincare", **common).run(target)
+        res = GenerativeInversion(target, gen, loss="poincare", **common).run()
         record("generative, intermediate, Poincaré", res.seconds, res.images, res.targets)
-        res = GenerativeInversion(gen, loss="ce", space="latent", **common).run(target)
+        res = GenerativeInversion(target, gen, loss="ce", space="latent", **common).run()
         record("generative, latent only, CE", res.seconds, res.images, res.targets)
 
         t0 = time.perf_counter()
-        GradientInversion(steps=10, per_class=a.per_class).run(target, split.train.shape, 5)
+        GradientInversion(target, split.train.shape, steps=10, per_class=a.per_class).run(num_classes=5)
         steps = max(1, int(budget / ((time.perf_counter() - t0) / 10)))
-        g = GradientInversion(steps=steps, per_class=a.per_class, seed=seed).run(target, split.train.shape, 5)
+        g = GradientInversion(target, split.train.shape, steps=steps, per_class=a.per_class, seed=seed).run(num_classes=5)
         record("gradient inversion (equal time)", g.seconds, g.images, g.targets)
 
         t0 = time.perf_counter()

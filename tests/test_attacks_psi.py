@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from reconguard.attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
+from reconguard.attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_posterior_mean
 from reconguard.bounds import (estimate_fisher, mse_bound, noiseless_mse_bound, psi_terms, score_matrix,
                                split_range_null)
 from reconguard.data import gaussian_prior, load_digits, smoothed_empirical_prior
@@ -46,7 +46,7 @@ def test_decoder_attack_learns_and_respects_the_bound():
     enc = random_linear(64, 24, seed=2)
     attack = DecoderAttack(enc, (1, 8, 8), epochs=15, width=32, sigma=0.0)
     hist = attack.fit(train)
-    achieved = mse(attack(enc(test.float())), test).mean
+    achieved = mse(attack.run(enc(test.float())).images, test).mean
     bound = noiseless_mse_bound(estimate_fisher(enc), score_matrix(prior, n=20000), tau=0.0).value
     trivial = mse(prior.mean.expand(256, 64), test).mean  # guessing the mean image
     assert hist.losses[-1] < hist.losses[0]
@@ -99,7 +99,7 @@ def test_lpips_bound_holds_for_the_mmse_attack():
     enc = random_linear(64, 16, seed=16)
     fisher = estimate_fisher(enc)
     terms = psi_terms(fisher, lp.psi((1, 8, 8)), x, prior.score, tau=0.0, probes=8, n_inputs=4)
-    rec = mixture_mmse_attack(enc, prior, 0.0)(enc(x))
+    rec = mixture_posterior_mean(enc, prior, 0.0)(enc(x))
     achieved = float(lp(rec.float().reshape(-1, 1, 8, 8), x.float().reshape(-1, 1, 8, 8)).mean())
     b = terms.noiseless()
     assert 0 < b.value <= achieved + 3 * b.inputs["stderr"]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from reconguard.attacks.reconstruction import mixture_mmse_attack, mmse_attack
+from reconguard.attacks.reconstruction import MMSEAttack, mixture_posterior_mean
 from reconguard.bounds import (ceiling, estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound, rtc,
                                score_matrix)
 from reconguard.data import gaussian_prior
@@ -31,7 +31,7 @@ def test_mmse_attack_meets_corollary_1(prior, samples, m):
     S = score_matrix(prior)
     sigma = 1e-3
     e = Noisy(enc, sigma, generator=torch.Generator().manual_seed(m))(samples)
-    achieved = mse(mmse_attack(enc, MU, ETA, sigma)(e), samples).mean
+    achieved = mse(MMSEAttack(enc, MU, ETA, sigma=sigma).run(e).images, samples).mean
     bound = mse_bound(fisher, S, sigma).value
     assert achieved == pytest.approx(bound, rel=0.02)
 
@@ -41,7 +41,7 @@ def test_mmse_attack_meets_corollary_2(prior, samples, m):
     enc = random_linear(D, m, seed=100 + m)
     fisher = estimate_fisher(enc)
     S = score_matrix(prior)
-    achieved = mse(mmse_attack(enc, MU, ETA, 0.0)(enc(samples)), samples).mean
+    achieved = mse(MMSEAttack(enc, MU, ETA, sigma=0.0)(enc(samples)).images, samples).mean
     bound = noiseless_mse_bound(fisher, S, tau=0.0)
     assert bound.rank == min(m, D)
     if m >= D:  # full rank: exact inversion, bound 0
@@ -99,7 +99,7 @@ def test_mixture_attack_with_one_component_is_eq_8_and_9(prior, samples):
             expected = mu1 + torch.linalg.solve(R, (W.T @ (e - W @ mu1).T) / sigma**2).T
         else:
             expected = mu1 + (torch.linalg.pinv(W) @ (e - W @ mu1).T).T
-        got = mixture_mmse_attack(enc, prior, sigma)(e)
+        got = mixture_posterior_mean(enc, prior, sigma)(e)
         assert torch.allclose(got, expected, rtol=1e-9, atol=1e-12)
 
 

@@ -59,29 +59,29 @@ def test_generative_inversion_raises_target_confidence(target, split):
     from reconguard.attacks.inversion import train_generator
 
     gen = train_generator(split.public, epochs=5)
-    attack = GenerativeInversion(gen, candidates=64, keep=8, steps=40, lr=0.1, finals=4, n_transforms=2)
-    res = attack.run(target, classes=[1, 3])
+    attack = GenerativeInversion(target, gen, candidates=64, keep=8, steps=40, lr=0.1, finals=4, n_transforms=2)
+    res = attack.run(classes=[1, 3])
     assert res.images.shape == (8, 1, 16, 16) and res.targets.tolist() == [1] * 4 + [3] * 4
     assert 0 <= res.images.min() and res.images.max() <= 1
-    before = GenerativeInversion(gen, candidates=64, keep=8, steps=0, finals=4, n_transforms=2).run(target, classes=[1, 3])
+    before = GenerativeInversion(target, gen, candidates=64, keep=8, steps=0, finals=4, n_transforms=2).run(classes=[1, 3])
     assert res.target_confidence.mean() > before.target_confidence.mean() + 0.1
     assert all(p.requires_grad for p in target.parameters())  # restored
     with pytest.raises(ParameterError, match="outside"):
-        attack.run(target, classes=[7])
+        attack.run(classes=[7])
     with pytest.raises(ParameterError, match="latent_dim"):
-        GenerativeInversion(nn.Identity())
+        GenerativeInversion(target, nn.Identity())
     assert _Decoder()(torch.zeros(2, 8)).shape == (2, 1, 16, 16)  # any module with latent_dim is a generator
-    GenerativeInversion(_Decoder(), candidates=8, keep=2, steps=1, finals=1, space="latent").run(target, classes=[0])
+    GenerativeInversion(target, _Decoder(), candidates=8, keep=2, steps=1, finals=1, space="latent").run(classes=[0])
     with pytest.raises(ParameterError, match="features"):  # the default also searches intermediate features
-        GenerativeInversion(_Decoder())
+        GenerativeInversion(target, _Decoder())
     with pytest.raises(UnknownOptionError):
-        GenerativeInversion(gen, space="w")
+        GenerativeInversion(target, gen, space="w")
     with pytest.raises(UnknownOptionError):
-        GenerativeInversion(gen, loss="hinge")
+        GenerativeInversion(target, gen, loss="hinge")
 
 
 def test_gradient_inversion_reaches_target_class(target):
-    res = GradientInversion(steps=60, per_class=3).run(target, (1, 16, 16), 5)
+    res = GradientInversion(target, (1, 16, 16), steps=60, per_class=3).run()
     assert res.images.shape == (15, 1, 16, 16)
     with torch.no_grad():
         pred = target(res.images).argmax(1)

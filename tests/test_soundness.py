@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from reconguard.attacks.reconstruction import gaussian_bayes_mmse, mmse_attack
+from reconguard.attacks.reconstruction import gaussian_bayes_mmse, posterior_mean
 from reconguard.bounds import (estimate_fisher, estimate_score_matrix, maeng_bound, mse_bound, noiseless_mse_bound,
                                psi_terms, split_range_null)
 from reconguard.data import GaussianPrior, gaussian_prior
@@ -105,7 +105,7 @@ def test_float32_skewed_784_is_not_beaten_by_the_mmse_attack():
     x = prior.sample(4000, generator=torch.Generator().manual_seed(1))
     g = torch.Generator().manual_seed(2)
     e = x @ lin.weight.detach().double().T + sigma * torch.randn(x.shape[0], d, generator=g, dtype=torch.float64)
-    err = ((mmse_attack(lin, prior, sigma=sigma)(e) - x) ** 2).mean(1)
+    err = ((posterior_mean(lin, prior, sigma=sigma)(e) - x) ** 2).mean(1)
     assert float(err.mean()) >= b1.value - 4 * float(err.std()) / err.shape[0] ** 0.5
     assert noiseless_mse_bound(fisher, S, tau=0.0).value == 0.0  # full rank: no null space at σ = 0
     assert split_range_null(fisher, 0.0).rank == d
@@ -117,7 +117,7 @@ def test_mmse_attack_full_covariance_reaches_its_closed_form():
     enc = random_linear(d, m, seed=4)
     x = prior.sample(20000, generator=torch.Generator().manual_seed(0))
     e = x @ enc.W.T + sigma * torch.randn(x.shape[0], m, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    err = ((mmse_attack(enc, prior, sigma=sigma)(e) - x) ** 2).mean(1)
+    err = ((posterior_mean(enc, prior, sigma=sigma)(e) - x) ** 2).mean(1)
     truth = gaussian_bayes_mmse(enc, prior, sigma)
     assert float(err.mean()) == pytest.approx(truth, abs=4 * float(err.std()) / 20000**0.5)
     assert mse_bound(estimate_fisher(enc), estimate_score_matrix(prior), sigma).value == pytest.approx(truth, rel=1e-9)

@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .checks import check_positive_int, check_scalar
 from .errors import CorruptDataError, ParameterError, UnknownOptionError
+from .progress import progress as progress_bar
 from .results import Result
 
 LossFn = Callable[[nn.Module, tuple], tuple[torch.Tensor, dict]]
@@ -186,10 +187,7 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
                     fallback_score=float(state.get("best_fallback", math.inf)),
                     val_loss=float(state["best_val_loss"]), val_acc=float(state["best_val_acc"]))
     resumed_from, steps = start, 0
-    bar = None
-    if progress and _rank() == 0:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=epochs, initial=start, desc="train", unit="epoch")
+    bar = progress_bar(desc="train", total=epochs - start, unit="epoch", enabled=bool(progress) and _rank() == 0)
     for epoch in range(start, epochs):
         torch.manual_seed(seed * 1_000_003 + epoch)  # an epoch replayed after a kill draws the same numbers
         if defense is not None:
@@ -245,11 +243,9 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
         if history is not None and _rank() == 0:
             from .io import write_json_atomic
             write_json_atomic(history, records)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix({k: f"{v:.3g}" for k, v in record.items() if k in ("train_loss", "val_loss", "val_acc")})
-    if bar is not None:
-        bar.close()
+        bar.update(1)
+        bar.set_postfix(**{k: f"{v:.3g}" for k, v in record.items() if k in ("train_loss", "val_loss", "val_acc")})
+    bar.close()
     if hook("finish"):
         defense.finish(model)
     if best["state"] is not None:

@@ -36,6 +36,7 @@ from ..checks import as_samples, check_positive_int, check_tau
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..encoders.noisy import split_noise
 from ..results import Result
+from ..progress import progress as progress_bar
 
 METHODS = ("auto", "jacrev", "jacfwd", "loop")
 PRECISIONS = ("float64", "native")
@@ -269,11 +270,7 @@ def estimate_fisher(
         size = 1 if method == "loop" else (chunk_size or _default_chunk(k, m, d, x.device))
         chunks = [(g, x[a:min(a + size, edges[g + 1])]) for g in range(len(edges) - 1)
                   for a in range(edges[g], edges[g + 1], size)]
-        it = chunks
-        if progress:
-            from tqdm.auto import tqdm
-            it = tqdm(chunks, desc=f"E[G] ({method}, k={k})", leave=False)
-        for gi, xc in it:
+        for gi, xc in progress_bar(chunks, f"E[G] ({method}, k={k})", enabled=progress):
             if method == "loop":
                 J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
             else:  # (under no_grad, torch.func runs about 2x slower here)

@@ -42,6 +42,7 @@ from ..results import Result
 from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
+from ..progress import progress as progress_bar
 
 _COLUMN_BLOCK = 8192  # columns of B handled at once in the Gram products
 
@@ -318,10 +319,7 @@ def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size
         else:
             B = torch.empty(n, d, dtype=torch.float64)
         size = chunk_size or max(1, min(k, (1 << 24) // max(1, m * d)))
-        it = range(0, k, size)
-        if progress:
-            from tqdm.auto import tqdm
-            it = tqdm(it, desc=f"Jacobian rows (k={k}, m={m})", leave=False)
+        it = progress_bar(range(0, k, size), f"Jacobian rows (k={k}, m={m})", enabled=progress)
         scale = 1.0 / math.sqrt(k)
         for a in it:
             J = _batched_jacobian(enc, x[a:a + size], m, d, forward=False).detach().to(torch.float64)

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError
+from ..progress import progress as progress_bar
 
 _EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"}
 SKIMAGE_SAMPLES = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field",
@@ -59,10 +60,7 @@ def prepare_public(out: str | Path, folder: str | Path | None = None, *, size: i
     sift = cv2.SIFT_create()
     kept, seen = [], 0
     images = list(_read_images(Path(folder) if folder is not None else None))
-    if progress:
-        from tqdm.auto import tqdm
-        images = tqdm(images, desc="public patches")
-    for name, img in images:
+    for name, img in progress_bar(images, "public patches", enabled=progress):
         if img.dtype != np.uint8:
             img = np.clip(img.astype(np.float64) / max(float(img.max()), 1e-9) * 255, 0, 255).astype(np.uint8)
         gray = img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)

@@ -20,6 +20,7 @@ from ..augment import Augment
 from ..classifiers import build_classifier
 from ..data.splits import MIASplit
 from ..defenses.registry import make_defense
+from ..progress import progress as progress_bar
 from ..results import RecipeResult, Result
 from ..train import fit
 
@@ -176,14 +177,10 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
     if p.get("attack") or p.get("robustness"):
         from .mia_eval import Evaluator
         evaluator = Evaluator(split, p, device=device)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(jobs), desc=recipe["name"], unit="model")
     start = time.perf_counter()
     public_state = None
     rows, examples = [], {}
-    try:
+    with progress_bar(desc=recipe["name"], total=len(jobs), unit="model", enabled=progress) as bar:
         for spec, seed in jobs:
             key = json.dumps([spec, seed], sort_keys=True, default=str)
             saved = units.get(key)
@@ -192,8 +189,7 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
                 if saved.get("example") is not None and row.label not in examples:
                     examples[row.label] = saved["example"]
                 rows.append(row)
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
                 continue
             if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
                 public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
@@ -209,12 +205,8 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
                     examples[row.label] = ex
             rows.append(row)
             units.put(key, {"row": plain(row), "example": ex})
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1)
+            bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
     analysis = {}
     if evaluator is not None and p.get("analysis", True):
         from .mia_eval import analyse

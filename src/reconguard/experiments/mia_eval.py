@@ -65,16 +65,15 @@ class Evaluator:
             a = self.attack
             if row.defense == "permuted":
                 out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
-            res = GenerativeInversion(self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
-                                      lr=a["lr"], finals=a["finals"], space=a["space"],
-                                      feature_scale=a["feature_scale"], loss=a["loss"], seed=row.seed).run(model, self.split.num_classes,
-                                                                                            a["classes"])
+            res = GenerativeInversion(model, self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
+                                      lr=a["lr"], finals=a["finals"], space=a["space"], feature_scale=a["feature_scale"],
+                                      loss=a["loss"], seed=row.seed).run(a["classes"], self.split.num_classes)
             met = evaluate_inversion(self.eval_model, res.images, res.targets, self.train_images, self.train_labels)
             out["attack"] = {**met.to_dict(), "seconds": res.seconds}
             example = {"images": res.images, "targets": res.targets}
             if a["baseline"]:
-                base = GradientInversion(steps=a["baseline_steps"], per_class=a["finals"], seed=row.seed).run(
-                    model, self.split.train.shape, self.split.num_classes, a["classes"])
+                base = GradientInversion(model, self.split.train.shape, steps=a["baseline_steps"], per_class=a["finals"],
+                                         seed=row.seed).run(a["classes"], self.split.num_classes)
                 bm = evaluate_inversion(self.eval_model, base.images, base.targets, self.train_images, self.train_labels)
                 out["baseline"] = {**bm.to_dict(), "seconds": base.seconds}
         if self.robust:

@@ -18,6 +18,7 @@ from ..bounds import score_quality
 from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, UnknownOptionError
 from .priors import DATASET_KEYS, setup_prior
 from .sweep import ATTACKS, SweepResult, expand_encoders, run_sweep
+from ..progress import progress as progress_bar
 
 PRESETS = ("smoke", "cpu", "paper")
 PLOTS = ("axis", "scatter", "k", "tau")
@@ -190,16 +191,9 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
         return run_mia(recipe, preset, p, progress, device, units=cache)
     if recipe["kind"] == "instahide-attacks":
         from .instahide_attacks import AttackSuiteResult, run_attacks
-        bar = None
-        if progress:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=len(p.get("schemes") or [1]), desc=recipe["name"], unit="scheme")
         start = time.perf_counter()
-        try:
+        with progress_bar(desc=recipe["name"], total=len(p.get("schemes") or [1]), unit="scheme", enabled=progress) as bar:
             rows, examples = run_attacks(p, bar, units=cache)
-        finally:
-            if bar is not None:
-                bar.close()
         return AttackSuiteResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, examples)
     datasets = p.get("datasets") or {"gaussian": {}}
     encoders = expand_encoders(p.get("encoders") or [])
@@ -208,14 +202,11 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
     sigmas = [float(s) for s in p.get("sigmas", [0.0, 1e-3])]
     seed, score_samples = int(p.get("seed", 0)), int(p.get("score_samples", 20000))
     start = time.perf_counter()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(datasets) * len(encoders) * len(sigmas), desc=recipe["name"], unit="point")
     points, examples, extras = [], {}, {"score_quality": {}}
     if p.get("lpips"):
         extras["lpips_trunk"] = str(p["lpips"].get("trunk_weights") or "random (no VGG-16 file given)")
-    try:
+    with progress_bar(desc=recipe["name"], total=len(datasets) * len(encoders) * len(sigmas), unit="point",
+                      enabled=progress) as bar:
         for name, cfg in datasets.items():
             setup = setup_prior(name, cfg, int(p.get("size", 8)), p.get("score", "exact"), score_samples, seed)
             if not setup.exact:
@@ -228,9 +219,6 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
                                 n_attack=p.get("n_attack", 64), score_samples=score_samples, seed=seed,
                                 n_examples=int(p.get("n_examples", 8)), cfg=p, progress=bar, examples=examples,
                                 lpips=p.get("lpips") or None, device=device, units=cache)
-    finally:
-        if bar is not None:
-            bar.close()
     return SweepResult(recipe["name"], preset, recipe["title"], p, points, time.perf_counter() - start, examples,
                        extras)
 
@@ -245,18 +233,11 @@ def _run_accuracy(recipe: dict, preset: str, p: dict, progress: bool, device, ca
         cfg["n"] = int(p["n"])
     _, _, data = make_prior(name, int(p.get("size", 8)), **cfg)
     methods = expand_methods(p.get("methods") or [])
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(methods), desc=recipe["name"], unit="model")
     start = time.perf_counter()
-    try:
+    with progress_bar(desc=recipe["name"], total=len(methods), unit="model", enabled=progress) as bar:
         rows, n_train, n_test = run_accuracy(data, methods, epochs=int(p.get("epochs", 20)), T=int(p.get("T", 10)),
                                              own_floor=p.get("own_floor"), public=public_pool(p.get("public"), data.shape),
                                              dp=p.get("dp"), lr=float(p.get("lr", 1e-3)), seed=int(p.get("seed", 0)),
                                              device=device, progress=bar, units=cache)
-    finally:
-        if bar is not None:
-            bar.close()
     return AccuracyResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, data.name,
                           n_train, n_test)

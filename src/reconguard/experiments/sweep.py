@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_mmse_attack
+from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_posterior_mean
 from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, psi_terms
 from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
@@ -230,7 +230,7 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
         if name == "mmse":
             if spec.family not in ("linear", "skewed") or not exact_prior:
                 continue
-            rec = mixture_mmse_attack(enc, prior, sigma)(e.to(torch.float64))
+            rec = mixture_posterior_mean(enc, prior, sigma)(e.to(torch.float64))
             est = mse(rec, x)
             results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
         elif name == "map":
@@ -242,7 +242,7 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
                                seed=int(cfg.get("seed", 0)), width=int(cfg.get("decoder_width", 128)), device=device)
             train = prior.sample(int(cfg.get("decoder_train", 4096)), generator=g).to(torch.float32)
             da.fit(train)
-            rec = da.attack(e)
+            rec = da.run(e).images
             est = mse(rec, x)
             results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
         else:

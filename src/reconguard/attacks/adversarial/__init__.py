@@ -1,5 +1,5 @@
 """Adversarial examples: L∞ PGD (Madry et al. 2017), targeted or not, with ε in pixel units."""
 
-from .pgd import PGD, pgd
+from .pgd import PGD, AdversarialExamples, pgd
 
-__all__ = ["PGD", "pgd"]
+__all__ = ["PGD", "AdversarialExamples", "pgd"]

@@ -20,6 +20,8 @@ from torch import nn
 
 from ...checks import check_positive_int, check_scalar
 from ...errors import ShapeError, UnknownOptionError
+from ...results import Result
+from ..base import Attack
 
 
 def _norm_tensors(normalization, x: torch.Tensor):
@@ -70,18 +72,42 @@ def pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, steps: i
     return adv if mean is None else (adv - mean) / std
 
 
-@dataclass
-class PGD:
-    """:func:`pgd` as an object: ``PGD(eps, steps, step_size).run(model, x, y)``."""
-    eps: float = 8 / 255
-    steps: int = 10
-    step_size: float = 2 / 255
-    targeted: bool = False
-    random_start: bool = True
-    normalization: tuple | None = None
-    bn_mode: str = "eval"
+@dataclass(frozen=True)
+class AdversarialExamples(Result):
+    """PGD's output: ``images`` in the units of the input (normalised when ``normalization`` was given)."""
 
-    def run(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None):
-        return pgd(model, x, y, self.eps, self.steps, self.step_size, targeted=self.targeted,
-                   random_start=self.random_start, normalization=self.normalization, bn_mode=self.bn_mode,
-                   generator=generator)
+    images: torch.Tensor
+    method: str
+    _skip_in_dict = ("images",)
+
+
+class PGD(Attack):
+    """L∞ PGD as an :class:`~reconguard.attacks.base.Attack` (ε and the step in pixel [0, 1] units).
+
+    Args:
+        model: the classifier attacked.
+        eps: the L∞ radius (8/255); steps: iterations (10); step_size: α (2/255).
+        targeted: step toward ``y`` instead of away from it; random_start: start uniform in the ball.
+        normalization: ``(mean, std)`` when the model takes normalised inputs; bn_mode: ``"eval"`` / ``"train"``.
+
+    ``run(x, y, generator=None)`` returns :class:`AdversarialExamples`.
+
+    Example::
+
+        adv = PGD(model, eps=8 / 255, steps=10).run(images, labels).images
+    """
+
+    name = "pgd"
+
+    def __init__(self, model: nn.Module, eps: float = 8 / 255, steps: int = 10, step_size: float = 2 / 255, *,
+                 targeted: bool = False, random_start: bool = True, normalization: tuple | None = None,
+                 bn_mode: str = "eval"):
+        super().__init__(model)
+        self.eps, self.steps, self.step_size, self.targeted = eps, steps, step_size, targeted
+        self.random_start, self.normalization, self.bn_mode = random_start, normalization, bn_mode
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, generator: torch.Generator | None = None) -> AdversarialExamples:
+        adv = pgd(self.target, x, y, self.eps, self.steps, self.step_size, targeted=self.targeted,
+                  random_start=self.random_start, normalization=self.normalization, bn_mode=self.bn_mode,
+                  generator=generator)
+        return AdversarialExamples(adv, self.name)

@@ -17,6 +17,7 @@ from torch import nn
 
 from ...checks import check_positive_int
 from ...errors import ShapeError, UnknownOptionError
+from ..base import Attack
 from ...results import Result
 
 
@@ -55,11 +56,14 @@ class GradientMatchingResult(Result):
     _skip_in_dict = ("reconstruction", "label")
 
 
-class GradientMatching:
+class GradientMatching(Attack):
     """``GradientMatching(model).run(target_grads, input_shape, label=None)``."""
+
+    name = "gradient-matching"
 
     def __init__(self, model: nn.Module, *, distance: str = "l2", optimizer: str = "lbfgs", steps: int = 200,
                  lr: float = 0.5, tv: float = 0.0, clamp: tuple[float, float] | None = None, seed: int = 0):
+        super().__init__(model)
         if optimizer not in ("adam", "lbfgs"):
             raise UnknownOptionError(f"optimizer must be 'adam' or 'lbfgs', got {optimizer!r}.")
         _distance([torch.zeros(1)], [torch.ones(1)], distance)  # validates the name

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ...errors import ParameterError, ShapeError
+from ..base import Attack
 from ...results import Result
 
 
@@ -25,9 +26,12 @@ class AveragingResult(Result):
     _skip_in_dict = ("estimates", "groups")
 
 
-class AveragingAttack:
+class AveragingAttack(Attack):
+    name = "averaging"
+
     def __init__(self, strong: bool = True, m: int = 5, similarity: str = "cosine", debias: bool = True,
                  own_coefficient: float | None = None):
+        super().__init__(None)
         if similarity not in ("cosine", "ssim"):
             raise ParameterError(f"similarity must be 'cosine' or 'ssim', got {similarity!r}.")
         self.strong, self.m, self.similarity, self.debias, self.own = strong, int(m), similarity, debias, own_coefficient

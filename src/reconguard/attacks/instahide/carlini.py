@@ -52,7 +52,9 @@ import torch
 
 from ...checks import check_positive_int
 from ...errors import ParameterError, ShapeError, UnknownOptionError
+from ..base import Attack
 from ...results import Result
+from ...progress import progress
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,14 @@ class _Options:
         return A, W
 
 
-class CarliniAttack:
+class CarliniAttack(Attack):
+    name = "carlini"
+
     def __init__(self, k: int, n: int | None = None, restarts: int = 4, max_iter: int = 60, split_grid: int = 5,
                  c1: float = 0.65, c2: float = 0.3, anneal_restarts: int = 2, max_options: int = 2_000_000, seed: int = 0,
                  mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  progress: bool = False):
+        super().__init__(None)
         from ...encoders.instahide import MODES
 
         self.k = check_positive_int(k, "k")
@@ -344,11 +349,7 @@ class CarliniAttack:
         starts = ["random"] * self.restarts + ["anneal"] * self.anneal_restarts
         if similarity is not None:
             starts.append("similarity")
-        it = starts
-        if self.progress:
-            from tqdm.auto import tqdm
-            it = tqdm(starts, desc="carlini restarts")
-        for kind in it:
+        for kind in progress(starts, "carlini restarts", enabled=self.progress):
             A = opts.random(g)
             if kind == "anneal":
                 A = self._anneal(A, opts, B, prior)

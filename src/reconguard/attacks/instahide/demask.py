@@ -15,6 +15,7 @@ from torch import nn
 from ...checks import check_positive_int
 from ...errors import ShapeError
 from ...nn.init import seeded
+from ..base import Attack
 from ...results import Result
 
 
@@ -41,11 +42,14 @@ class DemaskResult(Result):
     _skip_in_dict = ("demasked",)
 
 
-class Demasker:
+class Demasker(Attack):
     """``fit(mixes)`` on the attacker's own unmasked mixes, then ``run(encryptions, truth=None)``."""
+
+    name = "demask"
 
     def __init__(self, channels: int, width: int = 32, depth: int = 4, epochs: int = 10, lr: float = 2e-3,
                  batch_size: int = 128, seed: int = 0):
+        super().__init__(None)
         with seeded(seed):
             self.net = _SignNet(channels, width, depth)
         self.epochs, self.lr, self.batch_size, self.seed = check_positive_int(epochs, "epochs"), lr, batch_size, seed

@@ -35,7 +35,9 @@ from torch import nn
 from ...checks import check_positive_int
 from ...errors import ParameterError, ShapeError, UnknownOptionError
 from ...nn.init import seeded
+from ..base import Attack
 from ...results import Result
+from ...progress import progress
 
 SCORERS = ("cosine", "shift-cosine", "ssim", "learned")
 
@@ -101,11 +103,14 @@ class SearchResult(Result):
     _skip_in_dict = ("top",)
 
 
-class PublicSearchAttack:
+class PublicSearchAttack(Attack):
     """``fit(scheme, own_images, sources, crop)`` (for ``"learned"``), then ``run(encryptions, sources, m)``."""
+
+    name = "public-search"
 
     def __init__(self, scorer: str = "learned", width: int = 16, steps: int = 600, batch_size: int = 64,
                  lr: float = 1e-3, seed: int = 0, progress: bool = False):
+        super().__init__(None)
         if scorer not in SCORERS:
             raise UnknownOptionError(f"scorer must be one of {SCORERS}, got {scorer!r}.")
         self.scorer, self.seed, self.progress = scorer, seed, progress
@@ -139,10 +144,7 @@ class PublicSearchAttack:
         self._stats = stats
         params = list(self.query_features.parameters()) + list(self.source_features.parameters()) + [self.scale]
         opt = torch.optim.Adam(params, lr=self.lr)
-        steps = range(self.steps)
-        if self.progress:
-            from tqdm.auto import tqdm
-            steps = tqdm(steps, desc="public-patch similarity")
+        steps = progress(range(self.steps), "public-patch similarity", enabled=self.progress)
         history, B, n_src = [], self.batch_size, min(len(src), 4 * self.batch_size)
         for _ in steps:
             cand = torch.randperm(len(src), generator=g)[:n_src]          # this batch's candidate sources

@@ -24,6 +24,8 @@ from torch import nn
 from ...checks import check_positive_int
 from ...errors import ParameterError, ShapeError
 from ...nn.init import seeded
+from ...progress import progress
+from ..base import Attack
 from ...results import Result
 
 
@@ -56,11 +58,14 @@ def _share_matrix(partners: torch.Tensor, private: int, n: int) -> torch.Tensor:
     return m
 
 
-class SimilarityNetwork:
+class SimilarityNetwork(Attack):
     """``fit(scheme, images)`` on the attacker's own images, then ``run(encryptions, share=None)``."""
+
+    name = "similarity"
 
     def __init__(self, channels: int, width: int = 32, steps: int = 1500, group_n: int = 20, group_T: int = 10,
                  groups: int = 100, lr: float = 1e-3, seed: int = 0, progress: bool = False):
+        super().__init__(None)
         with seeded(seed):
             self.net = _PairNet(channels, width)
         self.steps, self.groups = check_positive_int(steps, "steps"), check_positive_int(groups, "groups")
@@ -91,10 +96,7 @@ class SimilarityNetwork:
         with torch.no_grad():
             self.net.f(data[0][0][:2])  # materialise the lazy layer before the optimiser sees it
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr)
-        steps = range(self.steps)
-        if self.progress:
-            from tqdm.auto import tqdm
-            steps = tqdm(steps, desc="similarity network")
+        steps = progress(range(self.steps), "similarity network", enabled=self.progress)
         history = []
         self.net.train()
         for step in steps:

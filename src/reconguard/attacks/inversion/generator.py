@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ...checks import check_positive_int
+from ...progress import progress as progress_bar
 
 
 class VAEGenerator(nn.Module):
@@ -60,11 +61,7 @@ def train_generator(public, latent_dim: int = 16, epochs: int = 60, batch_size: 
     opt = torch.optim.Adam(gen.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     g = torch.Generator().manual_seed(seed)
-    it = range(epochs)
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(it, desc="generator", unit="epoch")
-    for _ in it:
+    for _ in progress_bar(range(epochs), "generator", enabled=progress, unit="epoch"):
         for (x,) in DataLoader(torch.utils.data.TensorDataset(images), batch_size=batch_size, shuffle=True, generator=g):
             x = x.to(next(gen.parameters()).device)
             mu, logvar = gen.encode(x)

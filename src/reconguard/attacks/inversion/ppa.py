@@ -38,6 +38,7 @@ from ...augment import Augment
 from ...checks import check_positive_int, check_scalar
 from ...errors import ParameterError, UnknownOptionError
 from ...results import Result
+from ..base import Attack
 
 
 def poincare_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -92,11 +93,30 @@ class _IntermediateSpace(nn.Module):
         return g.render(g.features(v[:, :self.z_dim]) + self.scale * v[:, self.z_dim:])
 
 
-class GenerativeInversion:
-    def __init__(self, generator: nn.Module, *, candidates: int = 200, keep: int = 20, steps: int = 50,
+class GenerativeInversion(Attack):
+    """Model inversion with a generative prior (PPA-style; see the module docstring for the three stages).
+
+    Args:
+        target_model: the classifier attacked (any ``nn.Module`` giving logits).
+        generator: ``G(z)`` with a ``latent_dim`` attribute (and ``features`` / ``render`` for
+            ``space="intermediate"``), trained on public data.
+        candidates, keep, steps, finals: stage sizes (``steps=0``: selection only, no gradients of the target).
+        loss: ``"poincare"`` (PPA) or ``"ce"``; lr: Adam's step; n_transforms: transforms per confidence.
+
+    ``run(classes=None)`` returns an :class:`InversionResult` with ``finals`` images per target class.
+
+    Example::
+
+        res = GenerativeInversion(model, gen, candidates=300, keep=20, steps=60).run(classes=[0, 1])
+    """
+
+    name = "generative"
+
+    def __init__(self, target_model: nn.Module, generator: nn.Module, *, candidates: int = 200, keep: int = 20, steps: int = 50,
                  lr: float = 0.05, finals: int = 5, loss: str = "poincare", n_transforms: int = 8,
                  latent_clip: float = 10.0, space: str = "intermediate", feature_scale: float = 0.2,
                  transform=None, seed: int = 0, batch: int = 256):
+        super().__init__(target_model)
         if not hasattr(generator, "latent_dim"):
             raise ParameterError("the generator needs a 'latent_dim' attribute (the size of its input z).")
         if space not in ("latent", "intermediate"):
@@ -121,61 +141,76 @@ class GenerativeInversion:
                                               flip=False)
         self.seed, self.batch = seed, batch
 
-    def run(self, target_model: nn.Module, num_classes: int | None = None, classes=None) -> InversionResult:
+    def run(self, classes=None, num_classes: int | None = None) -> InversionResult:
         start = time.perf_counter()
-        target_model = target_model.eval()
-        device = next(target_model.parameters()).device
+        target_model, device = self.target, self.device
         gen = self.generator.to(device)
-        for p in list(gen.parameters()) + list(target_model.parameters()):
-            p.requires_grad_(False)
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(self.seed)
-                z0 = torch.randn(self.candidates, gen.latent_dim, device=device)
+        with self.frozen(gen, target_model), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            z0 = torch.randn(self.candidates, gen.latent_dim, device=device)
+            with torch.no_grad():
+                cand = torch.cat([gen(z0[i:i + self.batch]) for i in range(0, len(z0), self.batch)])
+                num_classes = num_classes or int(target_model(cand[:1]).shape[1])
+            targets = _targets(num_classes, classes, 1)
+            zs, ts = [], []
+            for c in targets.tolist():  # stage 1: the most confident candidates for each class
+                t = torch.full((len(cand),), c, device=device)
+                conf = _mean_confidence(target_model, cand, t, self.transform, self.n_transforms)
+                zs.append(z0[conf.topk(self.keep).indices])
+                ts.append(torch.full((self.keep,), c))
+            z = torch.cat(zs).clone().requires_grad_(True)
+            t = torch.cat(ts).to(device)
+            opt = torch.optim.Adam([z], lr=self.lr)
+            lossfn = poincare_loss if self.loss == "poincare" else nn.functional.cross_entropy
+            for _ in range(self.steps):  # stage 2
+                logits = target_model(self.transform(gen(z)))
+                loss = lossfn(logits, t)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
                 with torch.no_grad():
-                    cand = torch.cat([gen(z0[i:i + self.batch]) for i in range(0, len(z0), self.batch)])
-                    num_classes = num_classes or int(target_model(cand[:1]).shape[1])
-                targets = _targets(num_classes, classes, 1)
-                zs, ts = [], []
-                for c in targets.tolist():  # stage 1: the most confident candidates for each class
-                    t = torch.full((len(cand),), c, device=device)
-                    conf = _mean_confidence(target_model, cand, t, self.transform, self.n_transforms)
-                    zs.append(z0[conf.topk(self.keep).indices])
-                    ts.append(torch.full((self.keep,), c))
-                z = torch.cat(zs).clone().requires_grad_(True)
-                t = torch.cat(ts).to(device)
-                opt = torch.optim.Adam([z], lr=self.lr)
-                lossfn = poincare_loss if self.loss == "poincare" else nn.functional.cross_entropy
-                for _ in range(self.steps):  # stage 2
-                    logits = target_model(self.transform(gen(z)))
-                    loss = lossfn(logits, t)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    with torch.no_grad():
-                        z.clamp_(-self.latent_clip, self.latent_clip)
-                with torch.no_grad():  # stage 3: robust final selection
-                    images = gen(z)
-                    conf = _mean_confidence(target_model, images, t, self.transform, self.n_transforms)
-                    keep = torch.cat([torch.nonzero(t == c).squeeze(1)[conf[t == c].topk(self.finals).indices]
-                                      for c in targets.tolist()])
-        finally:
-            for p in list(gen.parameters()) + list(target_model.parameters()):
-                p.requires_grad_(True)
+                    z.clamp_(-self.latent_clip, self.latent_clip)
+            with torch.no_grad():  # stage 3: robust final selection
+                images = gen(z)
+                conf = _mean_confidence(target_model, images, t, self.transform, self.n_transforms)
+                keep = torch.cat([torch.nonzero(t == c).squeeze(1)[conf[t == c].topk(self.finals).indices]
+                                  for c in targets.tolist()])
         return InversionResult(images[keep].cpu(), t[keep].cpu(), conf[keep].cpu(), time.perf_counter() - start,
-                               "generative")
+                               self.name if self.steps else "selection-only")
 
 
-class GradientInversion:
-    def __init__(self, *, steps: int = 200, lr: float = 0.05, per_class: int = 5, init: float = 0.5,
-                 noise: float = 0.05, seed: int = 0):
+class GradientInversion(Attack):
+    """Plain gradient inversion (Fredrikson et al. 2015 / MIFace): optimise pixels from mid-grey to maximise
+    the target class, ``min 1 − softmax_c(f(x))``, clipped to [0, 1]; no prior.
+
+    Args:
+        target_model: the classifier attacked; input_shape: its per-sample input ``(C, H, W)``.
+        steps, lr: Adam; per_class: images per class; init, noise: the start ``init + noise·N(0, 1)``.
+
+    Example::
+
+        res = GradientInversion(model, (1, 16, 16), steps=200).run(classes=[0, 1])
+    """
+
+    name = "gradient"
+
+    def __init__(self, target_model: nn.Module, input_shape, *, steps: int = 200, lr: float = 0.05, per_class: int = 5,
+                 init: float = 0.5, noise: float = 0.05, seed: int = 0):
+        super().__init__(target_model)
+        self.input_shape = tuple(int(v) for v in input_shape)
         self.steps, self.lr = check_positive_int(steps, "steps"), check_scalar(lr, "lr", low=0.0, low_open=True)
         self.per_class, self.init, self.noise, self.seed = check_positive_int(per_class, "per_class"), init, noise, seed
 
-    def run(self, target_model: nn.Module, shape, num_classes: int, classes=None) -> InversionResult:
+    def run(self, classes=None, num_classes: int | None = None) -> InversionResult:
         start = time.perf_counter()
-        target_model = target_model.eval()
-        device = next(target_model.parameters()).device
+        target_model, device, shape = self.target, self.device, self.input_shape
+        with self.frozen(target_model):
+            return self._invert(target_model, device, shape, classes, num_classes, start)
+
+    def _invert(self, target_model, device, shape, classes, num_classes, start) -> InversionResult:
+        if num_classes is None:
+            with torch.no_grad():
+                num_classes = int(target_model(torch.zeros((1, *shape), device=device)).shape[1])
         t = _targets(num_classes, classes, self.per_class).to(device)
         g = torch.Generator().manual_seed(self.seed)
         x = (self.init + self.noise * torch.randn((len(t),) + tuple(shape), generator=g)).clamp(0, 1).to(device)
@@ -191,4 +226,4 @@ class GradientInversion:
                 x.clamp_(0, 1)
         with torch.no_grad():
             conf = torch.softmax(target_model(x), 1).gather(1, t[:, None]).squeeze(1)
-        return InversionResult(x.detach().cpu(), t.cpu(), conf.cpu(), time.perf_counter() - start, "gradient")
+        return InversionResult(x.detach().cpu(), t.cpu(), conf.cpu(), time.perf_counter() - start, self.name)

@@ -20,65 +20,86 @@ from ...checks import as_tensor, check_finite, check_positive_int, check_scalar,
 from ...encoders.noisy import split_noise
 from ...errors import ShapeError
 from ...metrics import mse
+from ...progress import progress
 from ...results import Result
+from ..base import Attack, Reconstruction
 
 BETAS_SIGMA0 = (0.0, 2e-6, 2e-4, 2e-3, 2e-2, 2e-1)
 
 
-def map_attack(encoder: nn.Module, embeddings: torch.Tensor, score_fn: Callable | None, *, beta: float,
-               in_shape: tuple[int, ...] | None = None, steps: int = 500, lr: float = 0.05, init: float = 0.5,
-               clamp: tuple[float, float] = (-0.5, 1.5), batch: int = 256, device=None,
-               progress: bool = False) -> torch.Tensor:
-    """Reconstruct inputs from ``embeddings`` (``N×m``); returns ``N×d`` float32 (flattened).
+def _input_shape(enc: nn.Module, in_shape) -> tuple[int, ...]:
+    shape = in_shape or getattr(enc, "in_shape", None) or ((enc.in_dim,) if hasattr(enc, "in_dim") else None)
+    if shape is None:
+        raise ShapeError(f"the MAP attack needs the encoder's input shape: pass in_shape=(C, H, W) "
+                         f"({type(enc).__name__} has no in_shape or in_dim attribute).")
+    return tuple(int(v) for v in shape)
 
-    ``score_fn`` maps ``N×d`` to ``N×d`` (``None``, or β = 0: no prior). ``in_shape`` is the
-    encoder's per-sample input shape (default: ``encoder.in_shape`` or ``(encoder.in_dim,)``).
+
+class MapAttack(Attack):
+    """The MAP attack (spectral-bounds paper §6.1, A.1.2): ``argmin_x ‖e − Enc_D(x)‖² − β log π(x)``.
+
+    Args:
+        encoder: any ``nn.Module`` (a ``Noisy`` wrapper is removed: the attack matches the deterministic part).
+        score_fn: ``N×d → N×d`` score ``∇ log π`` (``None`` or β = 0: no prior).
+        beta: the prior's weight (2σ² is the exact MAP for σ > 0).
+        in_shape: the encoder's per-sample input shape (default ``encoder.in_shape`` or ``(encoder.in_dim,)``).
+        steps, lr, init, clamp: Adam for ``steps`` (500) at ``lr`` (0.05), cosine to 0, started at ``init``
+            (0.5) everywhere, clamped to ``clamp`` ([−0.5, 1.5]) after each step.
+
+    ``run(embeddings)`` (``N×m``; any dtype, any device, with or without a graph) returns a
+    :class:`Reconstruction` with ``N×d`` float32 ``images`` (flattened).
+
+    Example::
+
+        x_hat = MapAttack(enc, score_fn, beta=2e-6, in_shape=(1, 16, 16)).run(e).images
     """
-    enc, _ = split_noise(encoder)
-    beta = check_scalar(beta, "beta (prior weight)", low=0.0)
-    steps = check_positive_int(steps, "steps")
-    e_all = check_finite(as_tensor(embeddings, "embeddings", dtype=torch.float32), "embeddings")
-    if e_all.ndim != 2:
-        raise ShapeError(f"embeddings must be N×m, got shape {tuple(e_all.shape)}.")
-    shape = tuple(in_shape or getattr(enc, "in_shape", None) or (enc.in_dim,))
-    p = next(iter(list(enc.parameters()) + list(enc.buffers())), None)
-    device = torch.device(device) if device is not None else (p.device if p is not None else torch.device("cpu"))
-    was_training = enc.training
-    enc.eval()
-    frozen = [q for q in enc.parameters() if q.requires_grad]
-    for q in frozen:
-        q.requires_grad_(False)
-    out = []
-    chunks = list(e_all.split(batch))
-    if progress:
-        from tqdm.auto import tqdm
-        chunks = tqdm(chunks, desc=f"MAP attack (β={beta:g})", leave=False)
-    try:
-        for e in chunks:
-            e = e.to(device)
-            x = torch.full((e.shape[0], *shape), float(init), device=device, requires_grad=True)
-            opt = torch.optim.Adam([x], lr=lr)
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=0.0)
-            for _ in range(steps):
-                opt.zero_grad(set_to_none=True)
-                pred = enc(x).reshape(e.shape[0], -1)
-                if pred.shape != e.shape:
-                    raise ShapeError(f"the encoder gives {tuple(pred.shape)} but the embeddings are {tuple(e.shape)}.")
-                ((pred - e) ** 2).sum().backward()
-                if beta > 0 and score_fn is not None:
+
+    name = "map"
+
+    def __init__(self, encoder: nn.Module, score_fn: Callable | None = None, *, beta: float,
+                 in_shape: tuple[int, ...] | None = None, steps: int = 500, lr: float = 0.05, init: float = 0.5,
+                 clamp: tuple[float, float] = (-0.5, 1.5), batch: int = 256, device=None, progress: bool = False):
+        enc, _ = split_noise(encoder)
+        super().__init__(enc, device=device)
+        self.score_fn = score_fn
+        self.beta = check_scalar(beta, "beta (prior weight)", low=0.0)
+        self.steps = check_positive_int(steps, "steps")
+        self.in_shape = _input_shape(enc, in_shape)
+        self.lr, self.init, self.clamp, self.batch, self.progress = lr, float(init), clamp, int(batch), progress
+
+    def run(self, embeddings: torch.Tensor) -> Reconstruction:
+        enc, device = self.target, self.device
+        dtype = next((p.dtype for p in enc.parameters() if p.is_floating_point()), torch.float32)
+        e_all = check_finite(as_tensor(embeddings, "embeddings", dtype=torch.float32).detach(), "embeddings")
+        if e_all.ndim != 2:
+            raise ShapeError(f"embeddings must be N×m, got shape {tuple(e_all.shape)}.")
+        out = []
+        chunks = progress(list(e_all.split(self.batch)), f"MAP attack (β={self.beta:g})", enabled=self.progress)
+        with self.frozen(enc):
+            for e in chunks:
+                e = e.to(device)
+                x = torch.full((e.shape[0], *self.in_shape), self.init, device=device, requires_grad=True)
+                opt = torch.optim.Adam([x], lr=self.lr)
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.steps, eta_min=0.0)
+                for _ in range(self.steps):
+                    opt.zero_grad(set_to_none=True)
+                    pred = enc(x.to(dtype))
+                    if not isinstance(pred, torch.Tensor):
+                        raise ShapeError(f"the encoder returned a {type(pred).__name__}, not a tensor.")
+                    pred = pred.reshape(e.shape[0], -1).to(torch.float32)
+                    if pred.shape != e.shape:
+                        raise ShapeError(f"the encoder gives {tuple(pred.shape)} but the embeddings are {tuple(e.shape)}.")
+                    ((pred - e) ** 2).sum().backward()
+                    if self.beta > 0 and self.score_fn is not None:
+                        with torch.no_grad():
+                            s = torch.as_tensor(self.score_fn(x.detach().reshape(e.shape[0], -1)))
+                            x.grad -= self.beta * s.to(device=device, dtype=x.dtype).reshape(x.shape)
+                    opt.step()
+                    sched.step()
                     with torch.no_grad():
-                        s = torch.as_tensor(score_fn(x.detach().reshape(e.shape[0], -1)))
-                        x.grad -= beta * s.to(device=device, dtype=x.dtype).reshape(x.shape)
-                opt.step()
-                sched.step()
-                with torch.no_grad():
-                    x.clamp_(*clamp)
-            out.append(x.detach().reshape(e.shape[0], -1).cpu())
-    finally:
-        enc.train(was_training)
-        for q in frozen:
-            q.requires_grad_(True)
-    return torch.cat(out)
+                        x.clamp_(*self.clamp)
+                out.append(x.detach().reshape(e.shape[0], -1).cpu())
+        return Reconstruction(torch.cat(out), self.name)
 
 
 @dataclass(frozen=True)
@@ -100,7 +121,7 @@ def map_attack_sweep(encoder: nn.Module, x: torch.Tensor, embeddings: torch.Tens
     candidates = [2 * sigma**2] if sigma > 0 else list(betas)
     best, tried = None, {}
     for beta in candidates:
-        rec = map_attack(encoder, embeddings, score_fn, beta=beta, **kwargs)
+        rec = MapAttack(encoder, score_fn, beta=beta, **kwargs).run(embeddings).images
         est = mse(rec, x)
         tried[float(beta)] = est.mean
         if best is None or est.mean < best[1].mean:

@@ -28,6 +28,7 @@ from ...data.priors import GaussianMixturePrior, GaussianPrior, gaussian_prior
 from ...encoders.linear import LinearEncoder
 from ...encoders.noisy import split_noise
 from ...errors import ParameterError, ShapeError
+from ..base import Attack, Reconstruction
 
 
 def _linear_weight(encoder) -> torch.Tensor:
@@ -59,7 +60,7 @@ def _resolve_sigma(encoder, sigma) -> float:
     return sigma
 
 
-def mixture_mmse_attack(encoder, prior: GaussianMixturePrior, sigma: float | None = None,
+def mixture_posterior_mean(encoder, prior: GaussianMixturePrior, sigma: float | None = None,
                         chunk: int = 1024) -> Callable[[torch.Tensor], torch.Tensor]:
     """Return ``attack(e) -> x̂`` (``N×m`` embeddings → ``N×d`` posterior means, float64)."""
     W = _linear_weight(encoder)
@@ -84,7 +85,7 @@ def mixture_mmse_attack(encoder, prior: GaussianMixturePrior, sigma: float | Non
     B_means = prior.means @ (eye_d - A @ W).T  # (I − AW) m_k for every k
     comp_sq = (comp * comp).sum(1)
 
-    def attack(e: torch.Tensor) -> torch.Tensor:
+    def estimate(e: torch.Tensor) -> torch.Tensor:
         e = check_finite(as_tensor(e, "embeddings", dtype=torch.float64), "embeddings").cpu()
         if e.ndim != 2 or e.shape[1] != m:
             raise ShapeError(f"embeddings must be N×{m}, got shape {tuple(e.shape)}.")
@@ -99,7 +100,7 @@ def mixture_mmse_attack(encoder, prior: GaussianMixturePrior, sigma: float | Non
             out.append(ec @ A.T + mix)
         return torch.cat(out)
 
-    return attack
+    return estimate
 
 
 def _gain(W: torch.Tensor, cov: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -124,7 +125,7 @@ def _gaussian_cov(prior, d: int) -> torch.Tensor:
     return prior.covariance()
 
 
-def gaussian_mmse_attack(encoder, prior: GaussianPrior, sigma: float | None = None,
+def gaussian_posterior_mean(encoder, prior: GaussianPrior, sigma: float | None = None,
                          chunk: int = 4096) -> Callable[[torch.Tensor], torch.Tensor]:
     """``attack(e) = μ + K(e − Wμ)``: the posterior mean under ``N(μ, Σ)`` (full Σ), σ ≥ 0."""
     W = _linear_weight(encoder)
@@ -135,23 +136,49 @@ def gaussian_mmse_attack(encoder, prior: GaussianPrior, sigma: float | None = No
     mu = prior.means[0]
     offset = mu - K @ (W @ mu)
 
-    def attack(e: torch.Tensor) -> torch.Tensor:
+    def estimate(e: torch.Tensor) -> torch.Tensor:
         e = check_finite(as_tensor(e, "embeddings", dtype=torch.float64), "embeddings").detach().cpu()
         if e.ndim != 2 or e.shape[1] != m:
             raise ShapeError(f"embeddings must be N×{m}, got shape {tuple(e.shape)}.")
         return torch.cat([ec @ K.T + offset for ec in e.split(chunk)])
 
-    return attack
+    return estimate
 
 
-def mmse_attack(encoder, mu, eta: float | None = None, sigma: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Posterior mean under a Gaussian prior: ``mmse_attack(enc, mu, eta)`` for ``N(mu·1, eta²I)`` (eq. 8 for
-    σ > 0, eq. 9 for σ = 0), or ``mmse_attack(enc, prior)`` with a ``GaussianPrior`` ``N(μ, Σ)`` (full Σ)."""
+def posterior_mean(encoder, mu, eta: float | None = None, sigma: float | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Posterior mean under a Gaussian prior: ``posterior_mean(enc, mu, eta)`` for ``N(mu·1, eta²I)`` (eq. 8 for
+    σ > 0, eq. 9 for σ = 0), or ``posterior_mean(enc, prior)`` with a ``GaussianPrior`` ``N(μ, Σ)`` (full Σ)."""
     if isinstance(mu, GaussianPrior):
-        return gaussian_mmse_attack(encoder, mu, sigma)
+        return gaussian_posterior_mean(encoder, mu, sigma)
     if isinstance(mu, GaussianMixturePrior):
-        return mixture_mmse_attack(encoder, mu, sigma)
+        return mixture_posterior_mean(encoder, mu, sigma)
     if eta is None:
-        raise ParameterError("mmse_attack needs eta (the prior's std) with a scalar mu, or a GaussianPrior.")
+        raise ParameterError("posterior_mean needs eta (the prior's std) with a scalar mu, or a GaussianPrior.")
     W = _linear_weight(encoder)
-    return mixture_mmse_attack(encoder, gaussian_prior(mu, eta, W.shape[1]), sigma)
+    return mixture_posterior_mean(encoder, gaussian_prior(mu, eta, W.shape[1]), sigma)
+
+
+class MMSEAttack(Attack):
+    """The MMSE attack as an :class:`~reconguard.attacks.base.Attack`: the posterior mean of the input.
+
+    Args:
+        encoder: a ``LinearEncoder``, ``Noisy(LinearEncoder)``, bias-free ``nn.Linear`` or an ``m×d`` W.
+        prior: a ``GaussianPrior`` (full Σ), a ``GaussianMixturePrior``, or the scalar mean of ``N(mu·1, eta²I)``.
+        eta: the prior's std (only with a scalar ``prior``).
+        sigma: the release's noise std (default: the ``Noisy`` encoder's; required with a bare W).
+
+    ``run(embeddings)`` (``N×m``) returns a :class:`Reconstruction` with ``N×d`` float64 ``images``.
+
+    Example::
+
+        x_hat = MMSEAttack(enc, 0.5, 0.2, sigma=1e-3).run(Noisy(enc, 1e-3)(x)).images
+    """
+
+    name = "mmse"
+
+    def __init__(self, encoder, prior, eta: float | None = None, *, sigma: float | None = None):
+        super().__init__(encoder if isinstance(encoder, torch.nn.Module) else None, device="cpu")
+        self.estimate = posterior_mean(encoder, prior, eta, sigma)
+
+    def run(self, embeddings: torch.Tensor) -> Reconstruction:
+        return Reconstruction(self.estimate(embeddings), self.name)
