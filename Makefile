@@ -20,6 +20,7 @@ demo: $(STAMP)
 	$(VENV)/bin/reconguard demo
 
 test: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

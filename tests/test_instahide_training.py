@@ -8,7 +8,8 @@ from torch.utils.data import TensorDataset
 
 from reconguard.cli import main
 from reconguard.data import load_digits
-from reconguard.defenses import DPSGD, InstaHideTraining, accuracy, predict_encrypted, predict_plain
+from reconguard.defenses import DPSGD, InstaHideTraining, predict_encrypted, predict_plain
+from reconguard.metrics import accuracy
 from reconguard.encoders import InstaHide
 from reconguard.nn import mnist_cnn, seeded
 from reconguard.train import fit

@@ -237,7 +237,8 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
             save_torch_atomic(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                      "scheduler": sched.state_dict(), "history": records, "epoch": epoch,
                                      "best_epoch": best["epoch"], "best_score": best["score"],
-                                     "best_fallback": best["fallback_score"], "best_model": best["state"], "best_val_loss": best["val_loss"],
+                                     "best_fallback": best["fallback_score"], "best_model": best["state"],
+                                     "best_val_loss": best["val_loss"],
                                      "best_val_acc": best["val_acc"],
                                      "defense": defense.state_dict() if hook("state_dict") else None})
         if history is not None and _rank() == 0:

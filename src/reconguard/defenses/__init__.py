@@ -7,9 +7,10 @@ Instance-encoding defenses: :class:`InstaHideTraining`, :class:`DPSGD`.
 """
 
 from .adversarial import ATAT, AdversarialTraining
+from .base import Defense, NoDefense
 from .bido import BiDO
 from .dpsgd import DPSGD
-from .instahide import InstaHideTraining, accuracy, predict_encrypted, predict_plain
+from .instahide import InstaHideTraining, predict_encrypted, predict_plain
 from .mid import MID
 from .negls import NegLS
 from .permuted import PermutedLabels
@@ -18,6 +19,6 @@ from .tldmi import TLDMI
 from .trapmid import TrapMID
 from .unseen_pixels import UnseenPixels
 
-__all__ = ["InstaHideTraining", "DPSGD", "predict_encrypted", "predict_plain", "accuracy", "ATAT",
+__all__ = ["Defense", "NoDefense", "InstaHideTraining", "DPSGD", "predict_encrypted", "predict_plain", "ATAT",
            "AdversarialTraining", "MID", "BiDO", "TLDMI", "NegLS", "RoLSS", "RoLSS_SSF", "TrapMID", "UnseenPixels",
            "PermutedLabels"]

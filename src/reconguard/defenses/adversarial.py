@@ -18,9 +18,10 @@ from torch import nn
 from ..attacks.adversarial.pgd import pgd
 from ..checks import check_positive_int, check_scalar
 from ..errors import UnknownOptionError
+from .base import Defense
 
 
-class PGDTraining:
+class PGDTraining(Defense):
     """The shared mechanism; use :class:`ATAT` or :class:`AdversarialTraining`."""
 
     targeted = False
@@ -55,6 +56,10 @@ class PGDTraining:
 
 class ATAT(PGDTraining):
     """Anti-adversarial training: ``CE(x, y) + λ·CE(x + δ, y′)``, δ a targeted PGD toward y′ ≠ y."""
+    options = {"lam": "AT-AT weight λ of CE(x + δ, y′)", "steps": "PGD steps", "eps": "L∞ radius (pixel units)",
+               "step_size": "PGD step (pixel units)", "preset": "a Table 6 row (facescrub-rn152, …) or digits",
+               "acc_window": "keep the latest epoch whose validation accuracy is in [LO, HI] (appendix B)"}
+    flag_names = {"lam": "lambda", "preset": "atat-preset"}
 
     targeted = True
     # Table 6 as printed (ε, step size and LR are ×1e−4 there; here in plain units). gamma: MultiStepLR decay.
@@ -119,6 +124,7 @@ class ATAT(PGDTraining):
 
 class AdversarialTraining(PGDTraining):
     """Madry et al.'s PGD adversarial training: ``CE(x + δ, y)``, δ the untargeted PGD maximising the loss."""
+    options = {"steps": "PGD steps", "eps": "L∞ radius (pixel units)", "step_size": "PGD step (pixel units)"}
 
     def __init__(self, eps: float = 8 / 255, steps: int = 10, step_size: float = 2 / 255, *, clean_weight: float = 0.0,
                  random_start: bool = True, bn_mode: str = "eval", normalization=None, seed: int = 0):

@@ -16,9 +16,11 @@ from torch import nn
 from ..checks import check_scalar
 from ..metrics.hsic import hsic
 from ._modules import named_layers, submodule
+from .base import Defense
 
 
-class BiDO:
+class BiDO(Defense):
+    options = {"lambda_x": "BiDO: weight of HSIC(X, Z)", "lambda_y": "BiDO: weight of HSIC(Z, Y)"}
     def __init__(self, lambda_x: float = 0.05, lambda_y: float = 0.5, layers=None, sigma: float = 5.0,
                  kernel_y: str = "linear"):
         self.lambda_x = check_scalar(lambda_x, "lambda_x", low=0.0)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 
 from ..errors import ParameterError
+from .base import Defense
 
 
-class DPSGD:
+class DPSGD(Defense):
+    checkpoints = False  # Opacus' privacy accountant is not restored from a checkpoint
     def __init__(self, target_epsilon: float = 8.0, delta: float = 1e-5, max_grad_norm: float = 1.0,
                  epochs: int | None = None, batch_size: int | None = None, seed: int = 0):
         try:

@@ -77,7 +77,3 @@ def predict_encrypted(model, scheme: InstaHide, images: torch.Tensor, stats, T: 
         probs = torch.cat(probs)
         total = probs if total is None else total + probs
     return total / T
-
-
-def accuracy(probs: torch.Tensor, labels: torch.Tensor) -> float:
-    return float((probs.argmax(1) == torch.as_tensor(labels)).float().mean())

@@ -17,6 +17,7 @@ from torch import nn
 from ..checks import check_positive_int, check_scalar
 from ..errors import ParameterError
 from ._modules import replace_submodule, submodule
+from .base import Defense
 
 
 def gaussian_kl_bits(mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -40,7 +41,12 @@ class VIBHead(nn.Module):
         return self.fc(z)
 
 
-class MID:
+class MID(Defense):
+    options = {"beta": "MID: KL weight β", "bottleneck": "MID: bottleneck size k"}
+    structural = True
+
+    def structure(self) -> dict:
+        return {"bottleneck": self.bottleneck, "head": self.head}
     def __init__(self, beta: float = 0.01, bottleneck: int = 1024, head: str = "fc"):
         self.beta = check_scalar(beta, "beta", low=0.0)
         self.bottleneck = check_positive_int(bottleneck, "bottleneck")

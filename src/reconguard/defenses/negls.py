@@ -15,9 +15,11 @@ import torch
 from torch import nn
 
 from ..checks import check_positive_int, check_scalar
+from .base import Defense
 
 
-class NegLS:
+class NegLS(Defense):
+    options = {"alpha": "NegLS: final (negative) smoothing"}
     def __init__(self, alpha: float = -0.05, epochs: int | None = None, start: float = 0.5, end: float = 0.75):
         self.alpha_final = check_scalar(alpha, "alpha (label smoothing)", high=1.0)
         self.epochs = check_positive_int(epochs, "epochs") if epochs is not None else None  # None: fit's epochs

@@ -10,9 +10,15 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from ._modules import images_and_labels
+from .base import Defense
 
 
-class PermutedLabels:
+class PermutedLabels(Defense):
+    augmentation = None  # memorising a random labelling is about the exact images
+    labels_meaningful = False  # AttAcc is not defined (the paper reports L2 only)
+
+    def train_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return labels[self.permutation]
     select = "last"
 
     def __init__(self, seed: int = 0):

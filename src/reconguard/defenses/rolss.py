@@ -12,9 +12,18 @@ from torch import nn
 from ..checks import check_scalar
 from ..errors import ParameterError
 from ._modules import submodule
+from .base import Defense
 
 
-class RoLSS:
+class RoLSS(Defense):
+    options = {"scale": "RoLSS: last-stage skip factor (0 removes, 0.2 = SSF)"}
+    structural = True
+
+    def structure(self) -> dict:
+        return {"scale": self.scale, "stage": self.stage}
+
+    def report(self) -> dict:
+        return {"skips_scaled": len(self.blocks)}
     def __init__(self, scale: float = 0.0, stage: str = "layer4"):
         self.scale = check_scalar(scale, "scale (skip-connection factor)", low=0.0, high=1.0)
         self.stage = stage

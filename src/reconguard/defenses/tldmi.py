@@ -5,7 +5,8 @@ trained on public data and fine-tune only the later layers on the private set.
 relu, maxpool, layer1, layer2, layer3, …). ``frozen`` counts them. The TL-DMI and AT-AT reference code
 freezes child ``i`` when ``i <= freeze_layers``, i.e. ``freeze_layers + 1`` children: TL-DMI
 (``freeze_layers = 6``) is ``TLDMI(frozen=7)``, conv1 … layer3; ``TL-DMI-5`` (``freeze_layers = 5``)
-is ``frozen=6``, conv1 … layer2. ``frozen_names`` (after ``prepare``) lists them for the report. Frozen layers get ``requires_grad = False`` and their
+is ``frozen=6``, conv1 … layer2. ``frozen_names`` (after ``prepare``) lists them for the report.
+Frozen layers get ``requires_grad = False`` and their
 BatchNorm running statistics are kept fixed as well (``freeze_bn_stats``). ``pretrained``: a state dict
 or a path to one (a classifier head of another size is skipped).
 """
@@ -18,13 +19,20 @@ from torch import nn
 
 from ..checks import check_positive_int
 from ..errors import ParameterError
+from .base import Defense
 
 
 def _pin_eval(module, inputs):
     module.training = False
 
 
-class TLDMI:
+class TLDMI(Defense):
+    options = {"frozen": "TL-DMI: number of first layers frozen",
+               "pretrained": "TL-DMI: public-data weights (state dict file); default: pre-train on the public split"}
+    needs_public_model = True
+
+    def report(self) -> dict:
+        return {"frozen_layers": self.frozen_names}
     def __init__(self, frozen: int = 7, pretrained=None, freeze_bn_stats: bool = True):
         self.frozen = check_positive_int(frozen, "frozen (number of first layers to freeze)")
         self.pretrained, self.freeze_bn_stats = pretrained, freeze_bn_stats

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..checks import check_scalar
+from .base import Defense
 
 
 def blend(x: torch.Tensor, key: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -30,7 +31,8 @@ def _discriminator(channels: int) -> nn.Module:
                          nn.LeakyReLU(0.2), nn.AdaptiveAvgPool2d(1), nn.Flatten(1), nn.Linear(32, 1))
 
 
-class TrapMID:
+class TrapMID(Defense):
+    options = {"alpha": "Trap-MID: trigger blend α", "beta": "Trap-MID: trapdoor loss weight β"}
     def __init__(self, alpha: float = 0.02, beta: float = 0.2, trigger_step: float = 0.01, lr_d: float = 1e-3,
                  num_classes: int | None = None, seed: int = 0):
         self.alpha = check_scalar(alpha, "alpha (trigger blend)", low=0.0, high=1.0)

@@ -25,6 +25,7 @@ from torch.utils.data import Dataset, TensorDataset
 from ..checks import check_positive_int, check_scalar
 from ..errors import ParameterError
 from ._modules import images_and_labels
+from .base import Defense
 
 
 class MaskLayer(nn.Module):
@@ -72,7 +73,14 @@ class _MaskStage:
                 self.layer.theta.mul_(keep)
 
 
-class UnseenPixels:
+class UnseenPixels(Defense):
+    options = {"lam1": "Unseen-Pixels: ridge weight", "lam2": "Unseen-Pixels: adaptive group-lasso weight",
+               "rho": "Unseen-Pixels: ρ", "mask_epochs": "Unseen-Pixels: epochs of each mask stage",
+               "mask_speed": "Unseen-Pixels: mask step multiplier"}
+    augmentation = "no-crop"  # the learned mask must line up with the pixels
+
+    def saved_module(self, model: nn.Module) -> nn.Module:
+        return model[1] if isinstance(model, nn.Sequential) and isinstance(model[0], MaskLayer) else model
     def __init__(self, lam1: float = 0.01, lam2: float = 0.1, rho: float = 1.0, t_early: float = 1e-6,
                  t_late: float = 0.0025, switch_epoch: int | None = None, mask_epochs: int = 100, lr: float = 1e-3,
                  batch_size: int = 128, mask_speed: float = 1.0, seed: int = 0, progress: bool = False):

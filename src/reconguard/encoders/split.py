@@ -144,5 +144,6 @@ def load_encoder(path: str | Path) -> SplitNet:
         enc = ENCODER_CLASSES[cfg["family"]](cfg["split"], cfg["m"], tuple(cfg["in_shape"]), seed=None)
         enc.load_state_dict(blob["state_dict"])
     except Exception as exc:  # noqa: BLE001 — unpickling, truncation, wrong keys: one clear error
-        raise CorruptDataError(f"{path}: not a reconguard encoder file (torch.load with weights_only=True refused it: {type(exc).__name__}; the file is corrupt, truncated or of another kind).") from exc
+        raise CorruptDataError(f"{path}: not a reconguard encoder file (torch.load with weights_only=True refused it: "
+                               f"{type(exc).__name__}; the file is corrupt, truncated or of another kind).") from exc
     return enc.eval()

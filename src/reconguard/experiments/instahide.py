@@ -14,15 +14,18 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..data import ImageDataset, PatchStore, prepare_public
-from ..defenses import DPSGD, InstaHideTraining, accuracy, predict_encrypted, predict_plain
+from ..defenses import DPSGD, InstaHideTraining, predict_encrypted, predict_plain
+from ..metrics import accuracy
 from ..encoders import InstaHide, Mixup
+from ..defenses.registry import DEFENSES
 from ..encoders.instahide import paper_c1
 from ..errors import ParameterError, UnknownOptionError
 from ..nn import mnist_cnn, seeded
 from ..results import RecipeResult, Result
 from ..train import fit
 
-METHODS = ("vanilla", "mixup", "instahide", "dpsgd")
+DP_METHOD = next(n for n, (cls, _) in DEFENSES.items() if cls is DPSGD)  # DP-SGD, by its registry name
+METHODS = ("vanilla", "mixup", "instahide", DP_METHOD)
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class AccuracyRow(Result):
 
     @property
     def label(self) -> str:
-        if self.method in ("vanilla", "dpsgd"):
+        if self.method in ("vanilla", DP_METHOD):
             return self.method if self.epsilon is None else f"{self.method} (ε={self.epsilon:.2g})"
         return f"{self.method} {self.mode} k={self.k}" if self.method == "instahide" else f"mixup k={self.k}"
 
@@ -103,11 +106,11 @@ def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T
             model = mnist_cnn(data.shape, int(data.labels.max()) + 1)
         start = time.perf_counter()
         acc_t1 = acc_t = eps = None
-        if method in ("vanilla", "dpsgd"):
-            defense = DPSGD(seed=seed, **(dp or {})) if method == "dpsgd" else None
+        if method in ("vanilla", DP_METHOD):
+            defense = DPSGD(seed=seed, **(dp or {})) if method == DP_METHOD else None
             res = fit(model, norm(train), norm(val), epochs=epochs, lr=lr, seed=seed, device=device, progress=False,
                       defense=defense)
-            if method == "dpsgd":
+            if method == DP_METHOD:
                 eps = res.history[-1].get("epsilon")
         else:
             if method == "mixup":

@@ -19,7 +19,8 @@ from torch import nn
 from ..augment import Augment
 from ..classifiers import build_classifier
 from ..data.splits import MIASplit
-from ..defenses.registry import make_defense
+from ..metrics import accuracy
+from ..defenses.registry import EXPERIMENT, NO_DEFENSE, defense_class, make_defense
 from ..progress import progress as progress_bar
 from ..results import RecipeResult, Result
 from ..train import fit
@@ -52,21 +53,6 @@ class MIAResult(RecipeResult):
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, data, labels: torch.Tensor | None = None, batch: int = 256) -> float:
-    """Top-1 accuracy on a dataset (its own labels, or ``labels`` in its order)."""
-    from torch.utils.data import DataLoader
-
-    model.eval()
-    device = next(model.parameters()).device
-    correct, seen = 0, 0
-    for x, y in DataLoader(data, batch_size=batch):
-        if labels is not None:
-            y = labels[seen:seen + len(x)]
-        correct += int((model(x.to(device)).argmax(1).cpu() == y).sum())
-        seen += len(x)
-    return correct / max(seen, 1)
-
-
 def pretrain_public(split: MIASplit, arch: str, width: int | None, epochs: int, seed: int, device=None) -> dict:
     """A classifier trained on the public split; TL-DMI starts from its weights (head excluded)."""
     model = build_classifier(arch, int(split.public.labels.max()) + 1, split.train.shape, width, seed + 7)
@@ -81,34 +67,30 @@ def train_defended(split: MIASplit, name: str, options: dict | None = None, *, a
                    device=None) -> tuple[nn.Module, DefenseRow, object]:
     """One model with one defense; returns (model as evaluated, row, defense object)."""
     options = dict(options or {})
-    if name in ("tldmi", "tldmi-5") and "pretrained" not in options:
+    cls = defense_class(name)
+    if cls.needs_public_model and "pretrained" not in options:
         options["pretrained"] = public_state
     defense = make_defense(name, options)
     model = build_classifier(arch, split.num_classes, split.train.shape, width, seed)
     fo = {"epochs": epochs, "lr": lr, "milestones": [int(epochs * 0.75)], **getattr(defense, "fit_options", {}),
           **(fit_options or {})}
-    aug = Augment(flip=False, crop_scale=None if name == "unseen-pixels" else (0.85, 1.0)) if augment else None
-    if name == "permuted":
-        aug = None  # memorising a random labelling is about the exact images
+    crops = {"crop": (0.85, 1.0), "no-crop": None}
+    aug = Augment(flip=False, crop_scale=crops[cls.augmentation]) if augment and cls.augmentation else None
+    if not cls.checkpoints:
+        fo.pop("checkpoint", None)
     start = time.perf_counter()
     progress = fo.pop("progress", False)
     result = fit(model, split.train, split.val, seed=seed, device=device, progress=progress, augment=aug,
                  defense=defense, **fo)
     seconds = time.perf_counter() - start
-    deployed = defense.deploy(model) if hasattr(defense, "deploy") else model
-    if name == "permuted":
-        train_acc = accuracy(deployed, split.train, split.train.labels[defense.permutation])
-    else:
-        train_acc = accuracy(deployed, split.train)
+    deployed = defense.deploy(model)
+    train_acc = accuracy(deployed, split.train, defense.train_labels(split.train.labels))
     extras = {}
     last = result.history[-1] if result.history else {}
     for key in ("pixels_deleted", "label_smoothing"):
         if key in last:
             extras[key] = last[key]
-    if name in ("rolss", "rolss-ssf"):
-        extras["skips_scaled"] = len(defense.blocks)
-    if name in ("tldmi", "tldmi-5"):
-        extras["frozen_layers"] = defense.frozen_names
+    extras.update(defense.report())
     row = DefenseRow(name, label or name, seed, accuracy(deployed, split.test), train_acc,
                      result.best_val_acc, result.best_epoch, result.epochs_run, seconds, extras,
                      history=result.history)
@@ -146,12 +128,12 @@ def plan_jobs(p: dict) -> list[tuple[dict, int]]:
         if bad:
             raise UnknownOptionError(f"randomised: unknown keys {sorted(bad)} (allowed: units, treated, control, seed).")
         units = int(r.get("units", 10))
-        treated, control = expand_defenses([r.get("treated", "atat"), r.get("control", "nodef")])
+        treated, control = expand_defenses([r.get("treated", EXPERIMENT[0]), r.get("control", EXPERIMENT[1])])
         order = torch.randperm(units, generator=torch.Generator().manual_seed(int(r.get("seed", 0)))).tolist()
         is_treated = set(order[:units // 2])
         jobs += [(treated if i in is_treated else control, 100 + i) for i in range(units)]
     if not jobs:
-        jobs = [(expand_defenses(["nodef"])[0], 0)]
+        jobs = [(expand_defenses([NO_DEFENSE])[0], 0)]
     return jobs
 
 
@@ -191,7 +173,7 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
                 rows.append(row)
                 bar.update(1)
                 continue
-            if spec["name"] in ("tldmi", "tldmi-5") and public_state is None:
+            if defense_class(spec["name"]).needs_public_model and public_state is None:
                 public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
             model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
                                            epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,

@@ -20,7 +20,8 @@ from ..attacks.inversion import GenerativeInversion, GradientInversion, train_ge
 from ..augment import Augment
 from ..classifiers import build_classifier
 from ..errors import ReconguardError
-from ..metrics import evaluate_inversion, hsic, robust_accuracy
+from ..defenses.registry import EXPERIMENT, defense_class
+from ..metrics import accuracy, evaluate_inversion, hsic, robust_accuracy
 from ..metrics.robustness import ATTACKS, PAPER_EPS
 from ..train import fit
 
@@ -51,7 +52,6 @@ class Evaluator:
             self.eval_model = build_classifier(p.get("eval_arch", "cnn"), split.num_classes, split.train.shape, 16, 11)
             fit(self.eval_model, split.train, split.val, epochs=int(p.get("eval_epochs", 20)), seed=11,
                 device=self.device, progress=progress, augment=Augment(flip=False))
-            from .mia import accuracy
             self.eval_acc = accuracy(self.eval_model, split.test)
             self.generator = train_generator(split.public, self.attack["latent_dim"], self.attack["generator_epochs"],
                                              seed=13, device=self.device, progress=progress)
@@ -63,7 +63,7 @@ class Evaluator:
         model = model.to(self.device).eval()
         if self.attack:
             a = self.attack
-            if row.defense == "permuted":
+            if not defense_class(row.defense).labels_meaningful:
                 out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
             res = GenerativeInversion(model, self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
                                       lr=a["lr"], finals=a["finals"], space=a["space"], feature_scale=a["feature_scale"],
@@ -109,12 +109,15 @@ def analyse(rows, p: dict) -> dict:
     from ..stats import beta_regression, cost_of_privacy, ols, treatment_effect
 
     out: dict = {}
-    scored = [r for r in rows if "attack" in r.evaluation and r.defense != "permuted"]
+    scored = [r for r in rows if "attack" in r.evaluation and defense_class(r.defense).labels_meaningful]
     if not scored:
         return out
     y = [r.evaluation["attack"]["att_acc1"] for r in scored]
     # the randomised experiment (appendix H): AT-AT (treated) vs NoDef (control) units
-    units = [(r, 1.0 if r.defense == "atat" else 0.0) for r in scored if r.defense in ("atat", "nodef")]
+    randomised = p.get("randomised") or {}
+    treated, control = randomised.get("treated", EXPERIMENT[0]), randomised.get("control", EXPERIMENT[1])
+    treated, control = (x if isinstance(x, str) else x["name"] for x in (treated, control))
+    units = [(r, 1.0 if r.defense == treated else 0.0) for r in scored if r.defense in (treated, control)]
     if sum(d for _, d in units) >= 2 and sum(1 - d for _, d in units) >= 2:
         try:
             te = treatment_effect([r.evaluation["attack"]["att_acc1"] for r, _ in units], [d for _, d in units])

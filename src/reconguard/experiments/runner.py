@@ -1,6 +1,7 @@
 """Recipes: YAML files that name an experiment, its parameters and its presets.
 
-A recipe has ``name``, ``title``, ``kind`` (``sweep``, ``instahide-accuracy``, ``instahide-attacks``, ``mia``), ``params`` (shared) and ``presets`` (``smoke``
+A recipe has ``name``, ``title``, ``kind`` (``sweep``, ``instahide-accuracy``, ``instahide-attacks``,
+``mia``), ``params`` (shared) and ``presets`` (``smoke``
 for tests, ``cpu`` for 2 cores, ``paper`` for a GPU; each overrides ``params``). Built-in recipes
 ship in ``reconguard/experiments/recipes`` and run by name; a user's own YAML runs by path.
 """

@@ -110,5 +110,6 @@ class ScoreModel(nn.Module):
             model = cls(DenoiserNet(tuple(cfg["in_shape"]), cfg["width"], cfg["depth"]), cfg["sigma_s"])
             model.net.load_state_dict(blob["state_dict"])
         except Exception as exc:  # noqa: BLE001 — unpickling, truncation, wrong keys: one clear error
-            raise CorruptDataError(f"{path}: not a reconguard score model (torch.load with weights_only=True refused it: {type(exc).__name__}; the file is corrupt, truncated or of another kind).") from exc
+            raise CorruptDataError(f"{path}: not a reconguard score model (torch.load with weights_only=True refused it: "
+                                   f"{type(exc).__name__}; the file is corrupt, truncated or of another kind).") from exc
         return model.eval()

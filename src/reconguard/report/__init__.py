@@ -18,5 +18,7 @@ def summary_text(result, out_dir=None) -> str:
     return _sweep_summary(result, out_dir) if hasattr(result, "points") else accuracy_summary(result, out_dir)
 
 
-__all__ = ["accuracy_summary", "plot_accuracy", "render_accuracy_html", "render_html", "summary_text", "run_to_report", "write_report", "plot_sweep", "plot_rtc",
-           "plot_reconstructions"]
+__all__ = [
+    "accuracy_summary", "plot_accuracy", "render_accuracy_html", "render_html", "summary_text",
+    "run_to_report", "write_report", "plot_sweep", "plot_rtc", "plot_reconstructions",
+]

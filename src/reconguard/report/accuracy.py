@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .html import figures_html, fmt, page_start, row_html, settings_table
 from .plots import _save, plt
+from ..experiments.instahide import DP_METHOD
 
 
 def plot_accuracy(result, path: str | Path) -> Path:
@@ -23,7 +24,7 @@ def plot_accuracy(result, path: str | Path) -> Path:
     for r in result.rows:
         if r.method == "vanilla":
             ax.axhline(r.acc_plain, color="black", lw=1.2, label="vanilla")
-        elif r.method == "dpsgd":
+        elif r.method == DP_METHOD:
             ax.axhline(r.acc_plain, color="tab:green", ls="--", lw=1.2, label=r.label)
         elif r.method == "mixup":
             ax.plot([r.k], [r.acc_plain], "s", color="tab:purple", label=f"Mixup k={r.k} (plain)")

@@ -12,6 +12,7 @@ import numpy as np
 
 from .html import figures_html, fmt, page_start, settings_table
 from .plots import _save, plt
+from ..defenses.registry import EXPERIMENT, NO_DEFENSE, defense_class
 
 
 def _by_label(result):
@@ -45,7 +46,7 @@ def plot_accuracy_bars(result, path) -> Path:
     train = [_mean([r.train_acc for r in groups[k]]) for k in labels]
     ax.bar(x - 0.2, train, 0.4, label="train", color="tab:gray")
     ax.bar(x + 0.2, test, 0.4, label="test", color="tab:blue")
-    nodef = _mean([r.test_acc for r in result.rows if r.defense == "nodef"])
+    nodef = _mean([r.test_acc for r in result.rows if r.defense == NO_DEFENSE])
     if nodef is not None:
         ax.axhline(nodef - 0.10, color="tab:red", ls="--", lw=1, label="NoDef test − 10 points")
     ax.set_xticks(x, labels, rotation=40, ha="right", fontsize=8)
@@ -61,15 +62,15 @@ def plot_leakage(result, path) -> Path:
     fig, ax = plt.subplots(figsize=(6.2, 4.4))
     colors = plt.cm.tab20(np.linspace(0, 1, max(len(_by_label(result)), 2)))
     for (label, rows), c in zip(_by_label(result).items(), colors):
-        rows = [r for r in rows if "attack" in r.evaluation and r.defense != "permuted"]
+        rows = [r for r in rows if "attack" in r.evaluation and defense_class(r.defense).labels_meaningful]
         if not rows:
             continue
         xs = [r.test_acc for r in rows]
         ys = [r.evaluation["attack"]["att_acc1"] for r in rows]
         lo = [max(0.0, y - r.evaluation["attack"]["att_acc1_ci"][0]) for y, r in zip(ys, rows)]
         hi = [max(0.0, r.evaluation["attack"]["att_acc1_ci"][1] - y) for y, r in zip(ys, rows)]
-        style = "*" if label.startswith("atat") else "o"
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color="tab:red" if label.startswith("atat") else c,
+        style = "*" if label.startswith(EXPERIMENT[0]) else "o"
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=style, color="tab:red" if label.startswith(EXPERIMENT[0]) else c,
                     ms=9 if style == "*" else 6, capsize=2, label=label)
     return _finish(fig, ax, path, "test accuracy", "AttAcc@1 (generative-prior attack)")
 
@@ -83,8 +84,8 @@ def plot_robustness(result, path) -> Path:
             continue
         eps = sorted(rows[0].evaluation["robust"], key=float)
         ys = [_mean([r.evaluation["robust"][e]["worst"] for r in rows]) for e in eps]
-        ax.plot([float(e) for e in eps], ys, "o-", lw=2.2 if label.startswith("atat") else 1.2,
-                color="tab:red" if label.startswith("atat") else None, label=label)
+        ax.plot([float(e) for e in eps], ys, "o-", lw=2.2 if label.startswith(EXPERIMENT[0]) else 1.2,
+                color="tab:red" if label.startswith(EXPERIMENT[0]) else None, label=label)
     ax.set_xscale("log")
     return _finish(fig, ax, path, "ε (L∞, pixel units)", "robust accuracy (AutoAttack ensemble)")
 
@@ -124,7 +125,7 @@ def plot_fit(result, path) -> Path | None:
     fit = result.analysis.get("ols_hc2")
     if not fit or fit.get("fitted") is None:
         return None
-    scored = [r for r in result.rows if "attack" in r.evaluation and r.defense != "permuted"]
+    scored = [r for r in result.rows if "attack" in r.evaluation and defense_class(r.defense).labels_meaningful]
     obs = [r.evaluation["attack"]["att_acc1"] for r in scored]
     fig, ax = plt.subplots(figsize=(4.6, 4.2))
     ax.scatter(fit["fitted"], obs, c="tab:blue")

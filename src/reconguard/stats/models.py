@@ -6,7 +6,6 @@ users pass ``add_constant(X)``) is accepted as it is."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -8,4 +8,10 @@ from .measure import ChallengeBaseline, ChallengeScore, KSResult, ks_test, make_
 from .search import PublicSearchAttack, SearchResult
 from .mixup import PairAttack, PairResult, PublicUncoverAttack, UncoverResult, uncover_public
 
-__all__ = ["PublicSearchAttack", "SearchResult", "AveragingAttack", "AveragingResult", "CarliniAttack", "CarliniResult", "SimilarityNetwork", "SimilarityResult", "cluster_encryptions", "Demasker", "DemaskResult", "ChallengeScore", "ChallengeBaseline", "KSResult", "ks_test", "make_challenge", "score_challenge", "match_recovered", "PairAttack", "PairResult", "PublicUncoverAttack", "UncoverResult", "uncover_public"]
+__all__ = [
+    "PublicSearchAttack", "SearchResult", "AveragingAttack", "AveragingResult", "CarliniAttack",
+    "CarliniResult", "SimilarityNetwork", "SimilarityResult", "cluster_encryptions", "Demasker",
+    "DemaskResult", "ChallengeScore", "ChallengeBaseline", "KSResult", "ks_test", "make_challenge",
+    "score_challenge", "match_recovered", "PairAttack", "PairResult", "PublicUncoverAttack", "UncoverResult",
+    "uncover_public",
+]

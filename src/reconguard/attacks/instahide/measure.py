@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ...checks import check_positive_int
-from ...errors import DataFileNotFoundError, ParameterError, ShapeError
+from ...errors import ParameterError, ShapeError
 from ...results import Result
 
 

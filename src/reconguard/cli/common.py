@@ -1,0 +1,148 @@
+"""What every command shares: claiming outputs, option digests, devices, the parser and its help."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _claim(args, path, kind: str = "file") -> Path:
+    """Check that this run may write ``path`` (``reconguard.io.check_output``: new, or an earlier result of the
+    same command, or ``--force``) and hold its lock until the command ends. Call before the work starts."""
+    from ..io import claim_output
+
+    path = Path(path)
+    args._stack.enter_context(claim_output(path, args._command, kind=kind, force=getattr(args, "force", False)))
+    args._claimed.append((path, kind))
+    return path
+
+
+def _param_name(prefix: str, args, keys) -> str:
+    """``prefix`` plus a short digest of every option in ``keys``: runs with other settings get other files."""
+    import hashlib
+    import json
+
+    blob = json.dumps({k: getattr(args, k, None) for k in keys}, sort_keys=True, default=str)
+    return f"{prefix}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}"
+
+
+def _device(name: str):
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _labelled_data(name: str, size: int | None, root: str | None):
+    from ..data import load_cifar10, load_digits, load_mnist
+    from ..errors import ParameterError
+
+    if name == "digits":
+        return load_digits(size)
+    if root is None:
+        raise ParameterError(f"--data {name} needs --root, the local folder holding its files.")
+    return (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with reconguard's one-line errors: ``reconguard: error: …`` and exit 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"reconguard: error: {self.prog}: {message} (see `{self.prog} --help`)\n")
+        sys.exit(2)
+
+
+def _subparsers(p: argparse.ArgumentParser):
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in dict.fromkeys(action.choices.values()):
+                yield sp
+                yield from _subparsers(sp)
+
+
+_HELP = {  # options many commands share, and the few left without a help of their own
+    "data": "dataset: digits ships with scikit-learn; mnist / cifar10 load from --root",
+    "seed": "random seed (same seed, same numbers on the CPU)",
+    "quiet": "no progress bars",
+    "device": "auto (CUDA when present) | cpu | cuda",
+    "out": "output path (new, or an earlier result of the same command; else --force)",
+    "recipe": "a built-in recipe name (`reconguard recipes`) or the path of your own YAML file",
+    "encoder": "encoder family",
+    "sigma_s": "smoothing noise std σ_s of the prior (pixel units)",
+    "epochs": "training epochs",
+    "width": "network width (channels of the first stage)",
+    "depth": "number of residual blocks",
+    "n": "number of samples / images",
+    "split": "split point of the encoder",
+    "m": "embedding size",
+    "lr": "Adam learning rate",
+    "batch_size": "training batch size",
+    "channels": "1 (grey) or 3 (colour) patches",
+    "min_keypoints": "SIFT keypoints a crop needs to be kept",
+    "method": "what to run",
+    "k": "images per mix",
+    "mode": "inside: partners among the private images; cross: 1 private partner + k − 2 public images",
+    "T": "encryptions of each private image",
+    "public": "public pool for cross mode: 'samples' (scikit-image's images) or a prepare-public folder",
+    "scorers": "comma-separated scorers to compare",
+    "model": "classifier architecture",
+    "defense": "model-inversion defense (nodef = none)",
+    "candidates": "prior samples scored per class before optimisation",
+    "robust_steps": "PGD steps of the robust-accuracy attacks",
+    "index": "which image of the dataset to attack",
+    "distance": "gradient distance: l2 (DLG) or cosine (Geiping et al.)",
+}
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends "(default: …)" to every option that has a default worth showing."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _finish_parser(p: argparse.ArgumentParser) -> None:
+    """Every command shows its defaults; every command that writes (--out) takes --force."""
+    for sp in _subparsers(p):
+        sp.formatter_class = _DefaultsFormatter
+        for a in sp._actions:
+            if a.help is None and a.dest in _HELP:
+                a.help = _HELP[a.dest]
+        options = {o for a in sp._actions for o in a.option_strings}
+        if "--out" in options and "--force" not in options:
+            sp.add_argument("--force", action="store_true",
+                            help="write even where --out holds files reconguard did not write, or another "
+                            "command's results (they are replaced)")
+
+
+_SUBCOMMANDS = ("score_command", "instahide_command", "attack_command")
+
+
+def _command_name(args) -> str:
+    """The command a run belongs to, for output markers: ``run fig2-linear``, ``instahide attack carlini``…"""
+    parts = [args.command] + [getattr(args, k) for k in _SUBCOMMANDS if getattr(args, k, None)]
+    if args.command == "instahide" and getattr(args, "instahide_command", None) == "attack":
+        parts.append(args.method)
+    if args.command in ("run", "demo"):
+        parts = ["run", Path(args.recipe).stem if args.command == "run" else "fig2-linear"]
+    return " ".join(parts)
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"reconguard: error: {message}", file=sys.stderr)
+    return code
+
+
+def add_data_opts(sp, default_size=None):
+    sp.add_argument("--data", choices=["digits", "mnist", "cifar10"], default="digits")
+    sp.add_argument("--root", help="local folder with the MNIST IDX files / CIFAR-10 batches")
+    sp.add_argument("--size", type=int, default=default_size, help="digits image side (default 8)")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--device", default="auto")
+    sp.add_argument("--out")
+    sp.add_argument("--quiet", action="store_true")

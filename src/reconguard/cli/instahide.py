@@ -1,0 +1,204 @@
+"""`reconguard instahide …`: public patches, training, challenges, attacks, scores."""
+
+from __future__ import annotations
+
+
+from .common import _claim, _device, _labelled_data, _param_name, add_data_opts
+
+
+def _cmd_prepare_public(args) -> int:
+    from ..data import prepare_public
+
+    _claim(args, args.out, "dir")
+    store = prepare_public(args.out, args.folder, size=args.size, channels=args.channels, crop=args.crop,
+                           patches_per_image=args.per_image, min_keypoints=args.min_keypoints, seed=args.seed,
+                           progress=not args.quiet)
+    print(f"{len(store)} patches of shape {store.shape} with > {args.min_keypoints} SIFT keypoints → {store.folder}")
+    return 0
+
+
+def _cmd_instahide_train(args) -> int:
+    from ..experiments.instahide import public_pool, run_accuracy
+    from ..io import write_json_atomic
+    from ..report.accuracy import accuracy_summary
+    from ..experiments.instahide import AccuracyResult
+
+    data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or _param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
+                                               ("epochs", "T", "own_floor", "epsilon", "public", "seed")) + ".json")
+    spec = {"method": args.method, "k": args.k, "mode": args.mode}
+    rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
+                                         public=public_pool(args.public, data.shape) if args.mode == "cross" else None,
+                                         dp={"target_epsilon": args.epsilon}, seed=args.seed,
+                                         device=_device(args.device))
+    settings = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "func"}
+    result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", settings,
+                            rows, rows[0].seconds, data.name, n_train, n_test)
+    write_json_atomic(out, result)
+    print(accuracy_summary(result))
+    print(f"  JSON: {out}")
+    return 0
+
+
+def _cmd_challenge(args) -> int:
+    from ..attacks.instahide import make_challenge
+    from ..encoders import InstaHide
+    from ..encoders.instahide import paper_c1
+    from ..experiments.instahide import public_pool
+
+    from ..io import mark_folder
+
+    data = _labelled_data(args.data, args.size, args.root)
+    out = _claim(args, args.out or "runs/challenge", "dir")
+    truth = _claim(args, args.truth or f"{out}-truth", "dir")
+    if out.resolve() == truth.resolve():
+        from ..errors import ParameterError
+        raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
+    pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
+    scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
+                       num_classes=int(data.labels.max()) + 1)
+    make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
+    for folder in (out, truth):
+        mark_folder(folder, args._command)
+    print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
+          f"ground truth → {truth}/ (keep it apart)")
+    return 0
+
+
+def _cmd_public_search(args) -> int:
+    """Section 5.3's search for the public sources of randomly cropped patches in cross-dataset encryptions."""
+    from ..experiments.instahide_attacks import run_public_search
+
+    rows = run_public_search(k=args.k, size=args.size, source_size=args.source_size, n_sources=args.sources,
+                             queries=args.queries, scorers=args.scorers.split(","), steps=args.steps, seed=args.seed,
+                             progress=not args.quiet)
+    print(f"public-source search, InstaHide cross k={args.k}, {args.size}×{args.size} crops of "
+          f"{args.source_size}×{args.source_size} sources, N={args.sources}, {args.queries} encryptions")
+    print(f"{'scorer':14s} {'top-m':>6s} {'hit rate':>9s} {'chance':>7s}")
+    for r in rows:
+        print(f"{r.scorer:14s} {r.m:6d} {r.hit_rate:9.3f} {r.chance:7.3f}")
+    return 0
+
+
+def _cmd_score(args) -> int:
+
+    from ..attacks.instahide import score_challenge
+
+    from ..checks import load_array
+
+    recovered = load_array(args.recovered, "recovered images (an N×C×H×W .npy in [0, 1])", ndim=(3, 4))
+    s = score_challenge(recovered, args.truth)
+    print(f"{s.summary()} ({s.n_recovered} recovered images)")
+    return 0
+
+
+def _cmd_instahide_attack(args) -> int:
+    """Attack a challenge folder written by `instahide challenge` (encryptions.npy, labels.npy)."""
+    import numpy as np
+
+    from ..attacks.instahide import score_challenge
+    from ..errors import ParameterError
+    from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
+    from ..io import atomic_file
+
+    ch = load_challenge(args.challenge, args.k, args.mode, args.n)
+    if args.method == "ks":
+        if not args.truth:
+            raise ParameterError("the KS test groups encryptions by their private image: give --truth DIR.")
+        r = ks_challenge(ch, args.truth)
+        print(f"KS statistic, one image's encryptions vs all: {r.statistic_all:.3f} (p {r.pvalue_all:.3g}); "
+              f"vs the others': {r.statistic_other:.3f} (p {r.pvalue_other:.3g})  [{r.n_images} images × {r.n_encryptions}]")
+        return 0
+    args.k, args.mode, args.n = ch.k, ch.mode, ch.n  # the output name records what was attacked
+    out = _claim(args, args.out or ch.folder.parent / (_param_name(
+        f"{ch.folder.name}-{args.method}-k{ch.k}-{ch.mode}", args,
+        ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
+    size = ch.encryptions.shape[-1] if args.public == "digits" else None
+    public = _labelled_data(args.public, size, args.public_root).images
+    r = attack_challenge(ch, args.method, public, restarts=args.restarts, label_free=args.label_free,
+                         similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
+                         seed=args.seed, progress=not args.quiet)
+    print(f"{r.description} in {r.seconds:.1f} s")
+    with atomic_file(out) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, r.images.numpy())
+    print(f"recovered images → {out}")
+    if args.truth:
+        print(score_challenge(r.images, args.truth).summary())
+    return 0
+
+
+def register(sub) -> None:
+    ih = sub.add_parser("instahide", help="InstaHide: public patch pool, training with InstaHide or a baseline")
+    isub = ih.add_subparsers(dest="instahide_command", required=True)
+    sp = isub.add_parser("prepare-public", help="cut SIFT-filtered patches from a folder of public images")
+    sp.add_argument("folder", nargs="?", help="folder of images (default: scikit-image's shipped samples)")
+    sp.add_argument("--out", required=True, help="folder for patches.npy + meta.json")
+    sp.add_argument("--size", type=int, default=32, help="patch side after resizing (= the private images')")
+    sp.add_argument("--channels", type=int, choices=[1, 3], default=3)
+    sp.add_argument("--crop", type=int, default=96, help="side of the crop SIFT keypoints are counted on")
+    sp.add_argument("--per-image", type=int, default=200, help="random crops tried per image")
+    sp.add_argument("--min-keypoints", type=int, default=40)
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_prepare_public)
+    sp = isub.add_parser("train", help="train a classifier with InstaHide (or a baseline) and report test accuracy")
+    add_data_opts(sp)
+    sp.add_argument("--method", choices=["instahide", "mixup", "vanilla", "dpsgd"], default="instahide")
+    sp.add_argument("--k", type=int, default=4)
+    sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
+    sp.add_argument("--public", default="samples", help="cross mode: a prepare-public folder, or 'samples'")
+    sp.add_argument("--epochs", type=int, default=40)
+    sp.add_argument("--T", type=int, default=10, help="encryptions averaged at inference")
+    sp.add_argument("--own-floor", type=float, default=0.5, help="test-time floor on the image's own coefficient")
+    sp.add_argument("--epsilon", type=float, default=8.0, help="DP-SGD target ε")
+    sp.set_defaults(func=_cmd_instahide_train)
+    sp = isub.add_parser("challenge", help="write a challenge set: n private images × T encryptions, truth apart")
+    add_data_opts(sp)
+    sp.add_argument("--n", type=int, default=100)
+    sp.add_argument("--T", type=int, default=50)
+    sp.add_argument("--k", type=int, default=6)
+    sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
+    sp.add_argument("--public", default="samples")
+    sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
+    sp.set_defaults(func=_cmd_challenge)
+    sp = isub.add_parser("attack", help="attack a challenge: carlini (lifting), averaging (weak, optional demasking), ks")
+    sp.add_argument("method", choices=["carlini", "averaging", "ks"])
+    sp.add_argument("--challenge", required=True, help="folder with encryptions.npy and labels.npy")
+    sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
+    sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")
+    sp.add_argument("--n", type=int, help="carlini: the number of private images (default: from challenge.json)")
+    sp.add_argument("--restarts", type=int, default=4, help="carlini: random restarts of the assignment")
+    sp.add_argument("--mode", choices=["inside", "cross"], default=None,
+                    help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
+                    "challenge.json, else inside)")
+    sp.add_argument("--pool", default="samples", help="carlini, cross mode: the public pool's kind (noise model; "
+                    "'samples' or a PatchStore folder)")
+    sp.add_argument("--label-free", action="store_true", help="carlini: ignore the released labels (coefficients "
+                    "searched on a grid)")
+    sp.add_argument("--similarity-steps", type=int, default=0, help="carlini: train the pair-similarity network for "
+                    "this many steps on the attacker's own encryptions and start one restart from its clustering")
+    sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
+    sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
+    sp.add_argument("--public", choices=["digits", "mnist", "cifar10"], default="digits",
+                    help="the attacker's own data of the same kind (signs, statistics, demasker training)")
+    sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_instahide_attack)
+    sp = isub.add_parser("search", help="search the public sources of randomly cropped patches (section 5.3): "
+                         "centre cosine, shift-cosine, SSIM, a learned scorer")
+    sp.add_argument("--k", type=int, default=6)
+    sp.add_argument("--size", type=int, default=16, help="the private images' and patches' side")
+    sp.add_argument("--source-size", type=int, default=20, help="the sources' side (patches are random crops)")
+    sp.add_argument("--sources", type=int, default=400, help="N, the number of public sources")
+    sp.add_argument("--queries", type=int, default=200, help="encryptions searched")
+    sp.add_argument("--scorers", default="cosine,shift-cosine,ssim,learned")
+    sp.add_argument("--steps", type=int, default=600, help="learned scorer's training steps")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--quiet", action="store_true")
+    sp.set_defaults(func=_cmd_public_search)
+    sp = isub.add_parser("score", help="score recovered images against a challenge's ground truth")
+    sp.add_argument("--recovered", required=True, help=".npy of recovered images (N×C×H×W, [0, 1])")
+    sp.add_argument("--truth", required=True, help="the challenge's truth folder")
+    sp.set_defaults(func=_cmd_score)

@@ -1,0 +1,72 @@
+"""The ``reconguard`` command: one small module per command group over the library (no maths here).
+
+
+reconguard demo                       the main job: Figure-2 sweep → runs/demo/ (report.html, PNGs, JSON)
+reconguard run RECIPE [--preset P]    run a built-in recipe by name, or a YAML file by path
+reconguard recipes                    list the built-in recipes
+reconguard bound --data D --encoder E print every MSE bound for one encoder, write JSON
+reconguard score train|check          fit a denoising score model / check a score's S (Figure 7)
+reconguard train-encoder              train a split encoder jointly with its downstream model
+reconguard train --defense D          train a classifier with a model-inversion defense (AT-AT, MID, …)
+reconguard evaluate MODEL…            model-inversion leakage (AttAcc@1), robust accuracy, HSIC per model
+reconguard analyze RESULTS…           OLS (HC2) / Beta regressions and the AT-AT vs NoDef experiment
+reconguard instahide prepare-public|train   InstaHide's public patch pool; train with InstaHide / baselines
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import ReconguardError
+from . import attacks, bounds, instahide, mia, recipes
+from .common import _command_name, _error, _finish_parser, _Parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
+    p.add_argument("--version", action="version", version=f"reconguard {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for group in (recipes, bounds, mia, instahide, attacks):
+        group.register(sub)
+    _finish_parser(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command. A user's mistake — bad input, a path in the way, a file that is not what it should
+    be, a size that cannot fit — ends with one line ``reconguard: error: …`` and exit 2; Ctrl-C with exit 130."""
+    import contextlib
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args._argv, args._command, args._claimed = argv, _command_name(args), []
+    try:
+        with contextlib.ExitStack() as stack:
+            args._stack = stack
+            code = args.func(args)
+            from ..io import record_file
+            for path, kind in args._claimed:
+                if kind == "file" and path.exists():
+                    record_file(path, args._command)
+            return code
+    except ReconguardError as exc:
+        return _error(str(exc))
+    except KeyboardInterrupt:
+        hint = getattr(args, "_interrupted_hint", None)
+        print("reconguard: interrupted; " + (hint or "nothing was written (outputs appear only when a run completes)"),
+              file=sys.stderr)
+        return 130
+    except MemoryError:
+        return _error("out of memory: the sizes asked for do not fit on this machine; lower them (e.g. --m, --size, "
+                      "--k, --candidates, n_attack).")
+    except OSError as exc:
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        return _error(f"{exc.strerror or exc}{where}; check the path and its permissions, or choose another --out.")
+    except RuntimeError as exc:
+        text = str(exc)
+        if "allocate" in text or "out of memory" in text.lower():
+            return _error("out of memory: the sizes asked for do not fit on this machine "
+                          f"({text.splitlines()[0][:160]}); lower them.")
+        raise

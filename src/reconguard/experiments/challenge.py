@@ -1,0 +1,126 @@
+"""An encrypted release as an attacker finds it — a folder of InstaHide / Mixup encryptions and their soft
+labels (``reconguard instahide challenge`` writes one) — and the attacks that apply to it.
+
+:func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode and n; a different
+value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack (lifting + assignment, with or
+without the labels, optionally started from the similarity network's clustering) or the weak averaging attack
+(optionally after demasking), and returns the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
+of InstaHide paper §5.2 with the truth's grouping. The attacker's own data of the same kind (``public``) gives
+the signs, the normalisation statistics and the demasker's training mixes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..checks import load_array
+from ..errors import DataFileNotFoundError, ParameterError, ShapeError, UnknownOptionError
+from ..results import Result
+
+METHODS = ("carlini", "averaging")
+HINT = "(write a challenge with `reconguard instahide challenge`)"
+
+
+@dataclass(frozen=True)
+class Challenge:
+    folder: Path
+    encryptions: torch.Tensor  # N×C×H×W, the released (normalised, masked) encryptions
+    labels: torch.Tensor       # N×classes soft labels
+    k: int
+    mode: str
+    n: int | None
+
+
+@dataclass(frozen=True)
+class ChallengeAttack(Result):
+    method: str
+    images: torch.Tensor  # recovered private images, N×C×H×W in [0, 1]
+    description: str
+    seconds: float
+    _skip_in_dict = ("images",)
+
+
+def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = None, n: int | None = None) -> Challenge:
+    from ..attacks.instahide.measure import read_challenge_info
+
+    folder = Path(folder)
+    if not (folder / "encryptions.npy").is_file():
+        raise DataFileNotFoundError(f"{folder / 'encryptions.npy'} does not exist {HINT}.")
+    enc = load_array(folder / "encryptions.npy", "encryptions", ndim=(4,)).float()
+    labels = load_array(folder / "labels.npy", "labels (soft labels, one row per encryption)", ndim=(2,)).float()
+    if labels.shape[0] != enc.shape[0]:
+        raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {HINT}.")
+    given = {"k": k, "mode": mode, "n": n}
+    info = read_challenge_info(folder)
+    if info is not None:  # the challenge says what it is: a different k / mode / n is a mistake
+        for key, value in list(given.items()):
+            if value is None:
+                given[key] = info.get(key)
+            elif info.get(key) is not None and value != info[key]:
+                raise ParameterError(f"--{key} {value} but {folder}/challenge.json says {key} = {info[key]}; "
+                                     f"drop --{key} (it is read from the challenge) or give {info[key]}.")
+    return Challenge(folder, enc, labels, int(given["k"] or 4), given["mode"] or "inside",
+                     None if given["n"] is None else int(given["n"]))
+
+
+def ks_challenge(ch: Challenge, truth: str | Path):
+    """The KS test (InstaHide paper §5.2) with the encryptions grouped by their private image (from the truth)."""
+    from ..attacks.instahide import ks_test
+
+    owner = load_array(Path(truth) / "assignment.npy", "the truth's assignment", ndim=(1,)).long()
+    if owner.shape[0] != ch.encryptions.shape[0]:
+        raise ShapeError(f"{truth}/assignment.npy has {owner.shape[0]} entries for {ch.encryptions.shape[0]} encryptions.")
+    T = int(torch.bincount(owner).min())
+    return ks_test(torch.stack([ch.encryptions[owner == i][:T] for i in owner.unique()]))
+
+
+def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restarts: int = 4, label_free: bool = False,
+                     similarity_steps: int = 0, m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
+                     progress: bool = False) -> ChallengeAttack:
+    """Recover the private images of ``ch`` with ``method`` (``carlini`` or ``averaging``)."""
+    from ..attacks.instahide import AveragingAttack, CarliniAttack, Demasker, SimilarityNetwork
+    from ..encoders import InstaHide
+    from ..encoders.instahide import paper_c1
+    from .instahide import public_pool
+
+    if method not in METHODS:
+        raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
+    start = time.perf_counter()
+    enc, labels, k = ch.encryptions, ch.labels, ch.k
+    stats = InstaHide(k).channel_stats(public)
+    if method == "carlini":
+        if ch.n is None:
+            raise ParameterError("carlini needs n, the number of private images in the challenge (--n).")
+        pool_images = public_pool(pool, tuple(enc.shape[1:])) if ch.mode == "cross" else None
+        noise = None
+        if pool_images is not None:
+            idx = torch.arange(min(len(pool_images), 2000))
+            noise = pool_images.get(idx) if hasattr(pool_images, "get") else pool_images[:2000]
+        similarity = None
+        if similarity_steps:
+            scheme = InstaHide(k, c1=paper_c1(k), mode=ch.mode, public=pool_images)
+            net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
+            net.fit(scheme, public)
+            similarity = net.scores(enc)
+        r = CarliniAttack(k, ch.n, restarts=restarts, c1=paper_c1(k), mode=ch.mode, seed=seed, progress=progress).run(
+            enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
+        how = "label-free grid assignment" if label_free else "label-constrained assignment"
+        return ChallengeAttack(method, r.images, f"Carlini et al. (lifting + {how}, {ch.mode}): {len(r.images)} "
+                               f"images, residual {r.residual:.4g}", time.perf_counter() - start)
+    e = enc
+    if demask:
+        mixes = InstaHide(k).encrypt(public, seed=seed, stats=stats)
+        dm = Demasker(e.shape[1], seed=seed)
+        dm.fit(mixes.images * mixes.key.mask)
+        e = dm.run(e).demasked
+    lam = float(labels.max(1).values.mean())
+    r = AveragingAttack(strong=False, m=m, own_coefficient=lam).run(e, k=k)
+    mean = torch.tensor(stats[0]).reshape(1, -1, 1, 1)
+    std = torch.tensor(stats[1]).reshape(1, -1, 1, 1)
+    images = (r.estimates.float() * std + mean).clamp(0, 1)  # back to pixels with the attacker's statistics
+    return ChallengeAttack(method, images, f"weak averaging{' after demasking' if demask else ''} (top-{m}): "
+                           f"{len(images)} estimates", time.perf_counter() - start)
