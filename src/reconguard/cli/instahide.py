@@ -128,6 +128,8 @@ def _cmd_instahide_attack(args) -> int:
 
 
 def register(sub) -> None:
+    from ..experiments.instahide import METHODS
+
     ih = sub.add_parser("instahide", help="InstaHide: public patch pool, training with InstaHide or a baseline")
     isub = ih.add_subparsers(dest="instahide_command", required=True)
     sp = isub.add_parser("prepare-public", help="cut SIFT-filtered patches from a folder of public images")
@@ -143,7 +145,7 @@ def register(sub) -> None:
     sp.set_defaults(func=_cmd_prepare_public)
     sp = isub.add_parser("train", help="train a classifier with InstaHide (or a baseline) and report test accuracy")
     add_data_opts(sp)
-    sp.add_argument("--method", choices=["instahide", "mixup", "vanilla", "dpsgd"], default="instahide")
+    sp.add_argument("--method", choices=METHODS, default="instahide")
     sp.add_argument("--k", type=int, default=4)
     sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
     sp.add_argument("--public", default="samples", help="cross mode: a prepare-public folder, or 'samples'")

@@ -52,7 +52,6 @@ class MIAResult(RecipeResult):
     _skip_in_dict = ("examples",)
 
 
-@torch.no_grad()
 def pretrain_public(split: MIASplit, arch: str, width: int | None, epochs: int, seed: int, device=None) -> dict:
     """A classifier trained on the public split; TL-DMI starts from its weights (head excluded)."""
     model = build_classifier(arch, int(split.public.labels.max()) + 1, split.train.shape, width, seed + 7)
