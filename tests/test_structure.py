@@ -134,3 +134,17 @@ def test_a_defense_is_one_file_and_one_registry_line(monkeypatch):
 def test_python_dash_m_reconguard(argv):
     out = subprocess.run([sys.executable, "-m", "reconguard", *argv], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "usage: reconguard" in out.stdout
+
+
+def test_lpips_heads_found_through_package_data_or_a_clear_error(tmp_path, monkeypatch):
+    from reconguard.errors import DataFileNotFoundError
+    from reconguard.metrics import lpips as lp
+
+    found = lp.lpips_heads_path()
+    assert found.is_file() and found.name == "vgg.pth"
+    assert lp.lpips_heads_path(found) == found
+    with pytest.raises(DataFileNotFoundError, match="vgg.pth.*heads="):
+        lp.lpips_heads_path(tmp_path / "missing.pth")
+    monkeypatch.setattr(lp, "HEADS_PACKAGE", "reconguard.no_such_package")
+    with pytest.raises(DataFileNotFoundError, match="lpips_models/vgg.pth"):
+        lp.LPIPS()

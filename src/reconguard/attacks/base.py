@@ -68,7 +68,7 @@ class Attack:
         """Eval mode and ``requires_grad=False`` for the modules' parameters; both restored on exit."""
         modules = tuple(m for m in modules if m is not None)
         modes = [m.training for m in modules]
-        params = [p for m in modules for p in m.parameters() if p.requires_grad]
+        params = [p for m in modules for p in m.parameters() if p.requires_grad and p.is_leaf]
         for m in modules:
             m.eval()
         for p in params:

@@ -159,7 +159,7 @@ def jacobian_ready(encoder: nn.Module, x: torch.Tensor, precision: str = "float6
         enc.to(device)
     x = x.to(device=device, dtype=torch.float64 if converted else _param_dtype(enc))
     was_training = enc.training
-    frozen = [p for p in enc.parameters() if p.requires_grad]
+    frozen = [p for p in enc.parameters() if p.requires_grad and p.is_leaf]
     enc.eval()
     for p in frozen:
         p.requires_grad_(False)

@@ -120,7 +120,7 @@ def _finish_parser(p: argparse.ArgumentParser) -> None:
                             "command's results (they are replaced)")
 
 
-_SUBCOMMANDS = ("score_command", "instahide_command", "attack_command")
+_SUBCOMMANDS = ("score_command", "instahide_command", "attack_command", "audit_command")
 
 
 def _command_name(args) -> str:
@@ -146,3 +146,24 @@ def add_data_opts(sp, default_size=None):
     sp.add_argument("--device", default="auto")
     sp.add_argument("--out")
     sp.add_argument("--quiet", action="store_true")
+
+
+def add_settings_flags(sp, cls, spec: dict) -> None:
+    """Flags for fields of a settings dataclass, their defaults and types taken from the dataclass (one place):
+    ``spec`` maps a field to its help, or to ``(help, choices)``."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, text in spec.items():
+        text, choices = text if isinstance(text, tuple) else (text, None)
+        default = fields[name].default
+        sp.add_argument("--" + name.replace("_", "-"), type=type(default) if default is not None else str,
+                        default=default, choices=choices, help=text)
+
+
+def add_run_opts(sp, func, out_help: str) -> None:
+    """What every long-running command ends with: --out, --quiet, --device, and the function it runs."""
+    sp.add_argument("--out", help=out_help)
+    sp.add_argument("--quiet", action="store_true")
+    sp.add_argument("--device", default="auto")
+    sp.set_defaults(func=func)

@@ -20,7 +20,7 @@ import sys
 
 from .. import __version__
 from ..errors import ReconguardError
-from . import attacks, bounds, instahide, mia, recipes
+from . import attacks, audit, bounds, instahide, mia, recipes
 from .common import _command_name, _error, _finish_parser, _Parser
 
 
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
     p.add_argument("--version", action="version", version=f"reconguard {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (recipes, bounds, mia, instahide, attacks):
+    for group in (audit, recipes, bounds, mia, instahide, attacks):
         group.register(sub)
     _finish_parser(p)
     return p

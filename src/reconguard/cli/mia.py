@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .common import _claim, _device
+from ..experiments.params import AttackSettings, MIAParams, RobustSettings
+from .common import _claim, _device, add_run_opts, add_settings_flags
 
 
 def _defense_options(args) -> dict:
@@ -32,8 +33,7 @@ def _cmd_train(args) -> int:
     from ..io import atomic_directory, write_json_atomic
 
     options = _defense_options(args)
-    split = load_split({"dataset": args.data, "root": args.root, "public_root": args.public_root,
-                        "size": args.size or (16 if args.data == "digits" else 224), "split_seed": 0})
+    split = load_split(MIAParams(dataset=args.data, root=args.root, public_root=args.public_root, size=args.size))
     out = _claim(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
     checkpoint = out.parent / f".{out.name}.checkpoint.pt"
     if checkpoint.exists() and not args.resume:
@@ -82,8 +82,8 @@ def _cmd_evaluate(args) -> int:
     out = _claim(args, args.out or "runs/evaluate/results.json")
     loaded = [(path, *load_classifier(path)) for path in args.models]
     first = loaded[0][2]
-    split = load_split({"dataset": first.get("data", "digits"), "root": args.root, "public_root": args.public_root,
-                        "size": first.get("size", 16)})
+    split = load_split(MIAParams(dataset=first.get("data", "digits"), root=args.root, public_root=args.public_root,
+                                 size=first.get("size", 16)))
     from ..checks import check_fits, check_positive_int
 
     check_positive_int(args.candidates, "--candidates")
@@ -94,11 +94,12 @@ def _cmd_evaluate(args) -> int:
     check_fits(4.0 * args.candidates * d * 4 * split.num_classes, f"--candidates {args.candidates}",
                "lower --candidates")
     keep = args.keep or min(20, args.candidates)
-    p = {"attack": {"candidates": args.candidates, "keep": keep, "steps": args.steps, "finals": min(args.finals, keep),
-                    "space": args.space, "loss": args.loss, "generator_epochs": args.generator_epochs,
-                    "baseline": args.baseline},
-         "robustness": {"eps": args.eps, "n": args.n, "steps": args.robust_steps, "n_queries": args.n_queries}
-         if args.eps else None, "eval_epochs": args.eval_epochs}
+    attack = AttackSettings(candidates=args.candidates, keep=keep, steps=args.steps, finals=min(args.finals, keep),
+                            space=args.space, loss=args.loss, generator_epochs=args.generator_epochs,
+                            baseline=args.baseline)
+    robust = RobustSettings(eps=tuple(args.eps), n=args.n, steps=args.robust_steps,
+                            n_queries=args.n_queries) if args.eps else None
+    p = MIAParams(attack=attack, robustness=robust, eval_epochs=args.eval_epochs)
     device = _device(args.device)
     evaluator = Evaluator(split, p, device=device, progress=not args.quiet)
     rows = []
@@ -139,7 +140,7 @@ def _cmd_analyze(args) -> int:
             rows += [DefenseRow(**{k: v for k, v in item.items() if k in DefenseRow.__dataclass_fields__}) for item in items]
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptDataError(f"{path}: not an evaluate/run results file ({exc}).") from exc
-    analysis = analyse(rows, {})
+    analysis = analyse(rows, MIAParams())
     if not analysis:
         raise CorruptDataError("no attacked models in these results: run `reconguard evaluate` first.")
     for key in ("ols_hc2", "beta"):
@@ -185,39 +186,32 @@ def register(sub) -> None:
     for arg, flag in defense_flags().items():
         g.add_argument(flag["flag"], dest="defense_" + arg, type=flag["type"], nargs=flag["nargs"], metavar=arg.upper(),
                        help=f"{flag['help']} [{', '.join(flag['defenses'])}]")
-    sp.add_argument("--out", help="output folder: model.pt + result.json "
-                    "(default runs/train/<data>-<model>-<defense>-seed<seed>)")
     sp.add_argument("--resume", action="store_true", help="continue an interrupted run from its last checkpoint "
                     "(kept beside --out until the run completes); the final weights equal an uninterrupted run's")
-    sp.add_argument("--quiet", action="store_true")
-    sp.add_argument("--device", default="auto")
-    sp.set_defaults(func=_cmd_train)
+    add_run_opts(sp, _cmd_train, "output folder: model.pt + result.json "
+                 "(default runs/train/<data>-<model>-<defense>-seed<seed>)")
 
     sp = sub.add_parser("evaluate", help="attack trained classifiers (model inversion) and measure robust accuracy")
     sp.add_argument("models", nargs="+", help="model.pt files written by `reconguard train`")
     sp.add_argument("--root", help="private image folder, for models trained on --data folder")
     sp.add_argument("--public-root", help="public image folder (the attacker's generator trains on it)")
-    sp.add_argument("--candidates", type=int, default=500)
+    add_settings_flags(sp, AttackSettings, {
+        "candidates": "prior samples scored per class before optimisation",
+        "steps": "latent optimisation steps (0: selection only)", "finals": "reconstructions kept per class",
+        "loss": ("the identity loss of the latent optimisation (PPA: poincare; ce was stronger on 16×16 digits)",
+                 ("poincare", "ce")),
+        "space": ("search the generator's latent + intermediate features or its latent only", ("intermediate", "latent")),
+        "generator_epochs": "epochs of the attacker's VAE prior on the public data"})
     sp.add_argument("--keep", type=int, help="candidates kept per class for optimisation (default min(20, candidates))")
-    sp.add_argument("--steps", type=int, default=60, help="latent optimisation steps")
-    sp.add_argument("--finals", type=int, default=5, help="reconstructions kept per class")
-    sp.add_argument("--loss", choices=["poincare", "ce"], default="poincare",
-                    help="the identity loss of the latent optimisation (PPA: poincare; ce was stronger on 16×16 digits)")
-    sp.add_argument("--space", choices=["intermediate", "latent"], default="intermediate",
-                    help="search the generator's latent + intermediate features (default) or its latent only")
     sp.add_argument("--baseline", action="store_true", help="also run plain gradient inversion")
-    sp.add_argument("--generator-epochs", type=int, default=60, help="epochs of the attacker's VAE prior on the "
-                    "public data")
-    sp.add_argument("--eps", type=float, nargs="*", default=[0.031, 0.0025, 0.0005, 1e-5],
+    robust = RobustSettings()
+    sp.add_argument("--eps", type=float, nargs="*", default=list(robust.eps),
                     help="robust-accuracy radii in pixel units (none: skip robustness)")
-    sp.add_argument("--n", type=int, default=128, help="test images for robust accuracy")
-    sp.add_argument("--robust-steps", type=int, default=10)
-    sp.add_argument("--n-queries", type=int, default=100, help="Square attack queries")
-    sp.add_argument("--eval-epochs", type=int, default=20, help="epochs of the evaluation classifier")
-    sp.add_argument("--out", help="results JSON (default runs/evaluate/results.json)")
-    sp.add_argument("--device", default="auto")
-    sp.add_argument("--quiet", action="store_true")
-    sp.set_defaults(func=_cmd_evaluate)
+    sp.add_argument("--n", type=int, default=robust.n, help="test images for robust accuracy")
+    sp.add_argument("--robust-steps", type=int, default=robust.steps)
+    sp.add_argument("--n-queries", type=int, default=robust.n_queries, help="Square attack queries")
+    sp.add_argument("--eval-epochs", type=int, default=MIAParams.eval_epochs, help="epochs of the evaluation classifier")
+    add_run_opts(sp, _cmd_evaluate, "results JSON (default runs/evaluate/results.json)")
 
     sp = sub.add_parser("analyze", help="regressions of leakage on robustness, and the AT-AT vs NoDef experiment")
     sp.add_argument("results", nargs="+", help="results JSON files from `reconguard evaluate` or `reconguard run`")

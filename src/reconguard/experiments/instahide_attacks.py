@@ -31,6 +31,7 @@ from ..encoders import InstaHide, Mixup
 from ..encoders.instahide import paper_c1
 from ..errors import ParameterError, ReconguardError, UnknownOptionError
 from ..results import RecipeResult, Result
+from .params import AttackSuiteParams
 
 ATTACKS = ("carlini", "carlini-label-free", "averaging", "demask-averaging", "ks", "pairs")
 
@@ -76,22 +77,22 @@ def _matched_images(recovered: torch.Tensor, truth: torch.Tensor) -> torch.Tenso
     return torch.stack([rec[j] if j >= 0 else blank for j in match.tolist()])
 
 
-def run_attacks(p: dict, progress=None, units=None) -> tuple[list, dict]:
+def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, dict]:
     """Every attack on every scheme; ``units`` (a UnitCache) keeps finished schemes for ``--resume``."""
     from .units import UnitCache, plain, restore
 
     units = units or UnitCache(None, {})
-    digits = load_digits(int(p["size"]) if p.get("size") not in (None, 8) else None)
-    perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(int(p.get("seed", 0))))
+    digits = load_digits(p.size if p.size not in (None, 8) else None)
+    perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(p.seed))
     private, own = digits.subset(perm[:1000]), digits.subset(perm[1000:])
-    n, T = int(p.get("n", 20)), int(p.get("T", 25))
-    attacks = list(p.get("attacks") or ATTACKS)
+    n, T = p.n, p.T
+    attacks = list(p.attacks or ATTACKS)
     bad = set(attacks) - set(ATTACKS)
     if bad:
         raise UnknownOptionError(f"unknown attacks {sorted(bad)}; known: {', '.join(ATTACKS)}.")
     pool = None
     rows, examples = [], {}
-    for spec in p.get("schemes") or [{"scheme": "instahide", "k": 4}]:
+    for spec in p.schemes:
         key = repr(sorted(spec.items()))
         saved = units.get(key)
         if saved is not None:
@@ -107,7 +108,7 @@ def run_attacks(p: dict, progress=None, units=None) -> tuple[list, dict]:
         scheme, label = _scheme(spec, pool)
         with tempfile.TemporaryDirectory() as tmp:
             make_challenge(scheme, private.images, private.labels, n, T, Path(tmp) / "c", Path(tmp) / "t",
-                           seed=int(p.get("seed", 0)), nonmembers=own.images)
+                           seed=p.seed, nonmembers=own.images)
             enc = torch.from_numpy(np.load(Path(tmp) / "c" / "encryptions.npy"))
             labels = torch.from_numpy(np.load(Path(tmp) / "c" / "labels.npy"))
             truth = torch.from_numpy(np.load(Path(tmp) / "t" / "private.npy"))
@@ -128,12 +129,12 @@ def run_attacks(p: dict, progress=None, units=None) -> tuple[list, dict]:
                     noise = pool.get(torch.arange(min(len(pool), 2000))) if mode == "cross" else None
                     try:
                         atk = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
-                                            restarts=int(p.get("restarts", 4)))
+                                            restarts=p.restarts)
                         if free:
                             atk.free_options(n)  # a search too large fails here, before the network is trained
                         similarity = None
-                        if free and int(p.get("similarity_steps", 0)):
-                            net = SimilarityNetwork(enc.shape[1], steps=int(p["similarity_steps"]), seed=0)
+                        if free and p.similarity_steps:
+                            net = SimilarityNetwork(enc.shape[1], steps=p.similarity_steps, seed=0)
                             net.fit(scheme, own.images, stats=stats)
                             sim = net.run(enc, owner[:, None] == owner[None, :])
                             similarity = sim.scores
@@ -148,13 +149,13 @@ def run_attacks(p: dict, progress=None, units=None) -> tuple[list, dict]:
                     if attack == "demask-averaging":
                         if not scheme.masked:
                             continue
-                        m_own = int(p.get("demask_images", len(own)))
+                        m_own = p.demask_images or len(own)
                         mixes = scheme.encrypt(own.images[:m_own], own.labels[:m_own], seed=1, stats=stats)
-                        dm = Demasker(enc.shape[1], epochs=int(p.get("demask_epochs", 10)), seed=0)
+                        dm = Demasker(enc.shape[1], epochs=p.demask_epochs, seed=0)
                         dm.fit(mixes.images * mixes.key.mask)
                         e = dm.run(enc).demasked
                     lam = float(labels.max(1).values.mean())
-                    r = AveragingAttack(strong=False, m=int(p.get("m", 5)), own_coefficient=lam).run(e, k=scheme.k)
+                    r = AveragingAttack(strong=False, m=p.m, own_coefficient=lam).run(e, k=scheme.k)
                     images = (r.estimates.float() * std + mean).clamp(0, 1)
                 elif attack == "ks":
                     grouped = torch.stack([enc[owner == i][:T] for i in range(n)])

@@ -20,6 +20,7 @@ from ..augment import Augment
 from ..classifiers import build_classifier
 from ..data.splits import MIASplit
 from ..metrics import accuracy
+from .params import MIAParams
 from ..defenses.registry import EXPERIMENT, NO_DEFENSE, defense_class, make_defense
 from ..progress import progress as progress_bar
 from ..results import RecipeResult, Result
@@ -115,12 +116,12 @@ def expand_defenses(specs: list) -> list[dict]:
     return out
 
 
-def plan_jobs(p: dict) -> list[tuple[dict, int]]:
+def plan_jobs(p: MIAParams) -> list[tuple[dict, int]]:
     """(defense spec, seed) pairs: every defense × seed, then the randomised units (appendix H): of
     ``units`` models, a seeded random half gets ``treated`` and the rest ``control``; unit i uses seed i."""
-    specs = expand_defenses(p.get("defenses") or [])
-    jobs = [(spec, int(seed)) for seed in p.get("seeds", [0]) for spec in specs]
-    r = p.get("randomised")
+    specs = expand_defenses(list(p.defenses))
+    jobs = [(spec, int(seed)) for seed in p.seeds for spec in specs]
+    r = p.randomised
     if r:
         from ..errors import UnknownOptionError
         bad = set(r) - {"units", "treated", "control", "seed"}
@@ -136,12 +137,15 @@ def plan_jobs(p: dict) -> list[tuple[dict, int]]:
     return jobs
 
 
-def load_split(p: dict) -> MIASplit:
+def load_split(p: MIAParams) -> MIASplit:
     from ..data.splits import digits_mia_split, folder_mia_split
 
-    if p.get("dataset", "digits") == "digits":
-        return digits_mia_split(int(p.get("size", 16)), int(p.get("split_seed", 0)))
-    return folder_mia_split(p["root"], p.get("public_root"), int(p.get("size", 224)), int(p.get("split_seed", 0)))
+    if p.dataset == "digits":
+        return digits_mia_split(int(p.size or 16), p.split_seed)
+    if p.root is None:
+        from ..errors import ParameterError
+        raise ParameterError("dataset: folder needs root (the private image folder, root/<identity>/<image>).")
+    return folder_mia_split(p.root, p.public_root, int(p.size or 224), p.split_seed)
 
 
 def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=None) -> MIAResult:
@@ -151,13 +155,14 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
     from .units import UnitCache, plain, restore
 
     units = units or UnitCache(None, p)
-    split = load_split(p)
-    jobs = plan_jobs(p)
-    arch, width, epochs = p.get("arch", "resnet18"), p.get("width", 16), int(p.get("epochs", 30))
+    params = MIAParams.from_dict(p)  # validated once; typed from here on
+    split = load_split(params)
+    jobs = plan_jobs(params)
+    arch, width, epochs = params.arch, params.width, params.epochs
     evaluator = None
-    if p.get("attack") or p.get("robustness"):
+    if params.attack or params.robustness:
         from .mia_eval import Evaluator
-        evaluator = Evaluator(split, p, device=device)
+        evaluator = Evaluator(split, params, device=device)
     start = time.perf_counter()
     public_state = None
     rows, examples = [], {}
@@ -173,9 +178,9 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
                 bar.update(1)
                 continue
             if defense_class(spec["name"]).needs_public_model and public_state is None:
-                public_state = pretrain_public(split, arch, width, int(p.get("public_epochs", epochs)), 0, device)
+                public_state = pretrain_public(split, arch, width, params.public_epochs or epochs, 0, device)
             model, row, _ = train_defended(split, spec["name"], spec.get("options"), arch=arch, width=width,
-                                           epochs=epochs, lr=float(p.get("lr", 1e-3)), seed=seed,
+                                           epochs=epochs, lr=params.lr, seed=seed,
                                            label=spec["label"], fit_options=spec.get("fit"),
                                            public_state=public_state, device=device)
             ex = None
@@ -189,8 +194,8 @@ def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=No
             bar.update(1)
             bar.set_postfix(defense=row.label, test=f"{row.test_acc:.3f}")
     analysis = {}
-    if evaluator is not None and p.get("analysis", True):
+    if evaluator is not None and params.analysis:
         from .mia_eval import analyse
-        analysis = analyse(rows, p)
+        analysis = analyse(rows, params)
     return MIAResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, split.summary(),
                      analysis, examples)

@@ -22,38 +22,23 @@ from ..classifiers import build_classifier
 from ..errors import ReconguardError
 from ..defenses.registry import EXPERIMENT, defense_class
 from ..metrics import accuracy, evaluate_inversion, hsic, robust_accuracy
-from ..metrics.robustness import ATTACKS, PAPER_EPS
 from ..train import fit
-
-ATTACK_DEFAULTS = {"candidates": 500, "keep": 20, "steps": 60, "lr": 0.2, "finals": 5, "classes": None,
-                   "baseline": True, "baseline_steps": 200, "generator_epochs": 60, "latent_dim": 16,
-                   "space": "intermediate", "feature_scale": 0.2, "loss": "poincare"}
-ROBUST_DEFAULTS = {"eps": list(PAPER_EPS), "n": 128, "attacks": list(ATTACKS), "steps": 10, "n_queries": 100}
-
-
-def _settings(value, defaults: dict, what: str) -> dict | None:
-    if not value:
-        return None
-    value = {} if value is True else dict(value)
-    bad = set(value) - set(defaults)
-    if bad:
-        from ..errors import UnknownOptionError
-        raise UnknownOptionError(f"{what}: unknown settings {sorted(bad)}; allowed: {sorted(defaults)}.")
-    return {**defaults, **value}
-
+from .params import MIAParams
 
 class Evaluator:
-    def __init__(self, split, p: dict, device=None, progress: bool = False):
+    """The leakage of one trained classifier: model inversion (scored by a separate evaluation classifier),
+    robust accuracy and HSIC, as ``p.attack`` / ``p.robustness`` ask (:class:`~.params.MIAParams`)."""
+
+    def __init__(self, split, p: MIAParams, device=None, progress: bool = False):
         self.split, self.device = split, device or torch.device("cpu")
-        self.attack = _settings(p.get("attack"), ATTACK_DEFAULTS, "attack")
-        self.robust = _settings(p.get("robustness"), ROBUST_DEFAULTS, "robustness")
+        self.attack, self.robust = p.attack, p.robustness
         self.eval_model = None
         if self.attack:
-            self.eval_model = build_classifier(p.get("eval_arch", "cnn"), split.num_classes, split.train.shape, 16, 11)
-            fit(self.eval_model, split.train, split.val, epochs=int(p.get("eval_epochs", 20)), seed=11,
+            self.eval_model = build_classifier(p.eval_arch, split.num_classes, split.train.shape, 16, 11)
+            fit(self.eval_model, split.train, split.val, epochs=p.eval_epochs, seed=11,
                 device=self.device, progress=progress, augment=Augment(flip=False))
             self.eval_acc = accuracy(self.eval_model, split.test)
-            self.generator = train_generator(split.public, self.attack["latent_dim"], self.attack["generator_epochs"],
+            self.generator = train_generator(split.public, self.attack.latent_dim, self.attack.generator_epochs,
                                              seed=13, device=self.device, progress=progress)
             self.train_images = split.train.images
             self.train_labels = split.train.labels
@@ -65,24 +50,31 @@ class Evaluator:
             a = self.attack
             if not defense_class(row.defense).labels_meaningful:
                 out["attack_note"] = "labels permuted: AttAcc is not defined (the paper reports L2 only)"
-            res = GenerativeInversion(model, self.generator, candidates=a["candidates"], keep=a["keep"], steps=a["steps"],
-                                      lr=a["lr"], finals=a["finals"], space=a["space"], feature_scale=a["feature_scale"],
-                                      loss=a["loss"], seed=row.seed).run(a["classes"], self.split.num_classes)
+            settings = dict(candidates=a.candidates, keep=a.keep, lr=a.lr, finals=a.finals, space=a.space,
+                            feature_scale=a.feature_scale, loss=a.loss, seed=row.seed)
+            res = GenerativeInversion(model, self.generator, steps=a.steps, **settings).run(a.classes,
+                                                                                           self.split.num_classes)
             met = evaluate_inversion(self.eval_model, res.images, res.targets, self.train_images, self.train_labels)
             out["attack"] = {**met.to_dict(), "seconds": res.seconds}
+            if a.selection_only:  # the same attack with no gradient step: the leakage a defense keeping accuracy
+                # cannot touch, since the target only picks among the prior's samples
+                sel = GenerativeInversion(model, self.generator, steps=0, **settings).run(a.classes,
+                                                                                          self.split.num_classes)
+                sm = evaluate_inversion(self.eval_model, sel.images, sel.targets, self.train_images, self.train_labels)
+                out["selection_only"] = {**sm.to_dict(), "seconds": sel.seconds}
             example = {"images": res.images, "targets": res.targets}
-            if a["baseline"]:
-                base = GradientInversion(model, self.split.train.shape, steps=a["baseline_steps"], per_class=a["finals"],
-                                         seed=row.seed).run(a["classes"], self.split.num_classes)
+            if a.baseline:
+                base = GradientInversion(model, self.split.train.shape, steps=a.baseline_steps, per_class=a.finals,
+                                         seed=row.seed).run(a.classes, self.split.num_classes)
                 bm = evaluate_inversion(self.eval_model, base.images, base.targets, self.train_images, self.train_labels)
                 out["baseline"] = {**bm.to_dict(), "seconds": base.seconds}
         if self.robust:
             r = self.robust
-            n = min(int(r["n"]), len(self.split.test))
+            n = min(r.n, len(self.split.test))
             x, y = self.split.test.images[:n], self.split.test.labels[:n]
-            out["robust"] = {f"{float(e):g}": robust_accuracy(model, x, y, float(e), attacks=r["attacks"],
-                                                               steps=int(r["steps"]), n_queries=int(r["n_queries"]),
-                                                               seed=row.seed).to_dict() for e in r["eps"]}
+            out["robust"] = {f"{float(e):g}": robust_accuracy(model, x, y, float(e), attacks=list(r.attacks),
+                                                               steps=r.steps, n_queries=r.n_queries,
+                                                               seed=row.seed).to_dict() for e in r.eps}
         out["hsic"] = layer_hsic(model, self.split.train.images[:128])
         return out, example
 
@@ -104,7 +96,7 @@ def layer_hsic(model: nn.Module, x: torch.Tensor) -> dict:
     return {n: float(hsic(x.to(store[n].device), store[n])) for n in layers}
 
 
-def analyse(rows, p: dict) -> dict:
+def analyse(rows, p: MIAParams) -> dict:
     """OLS (HC2) / Beta regressions of AttAcc@1, the cost of privacy, and the randomised experiment."""
     from ..stats import beta_regression, cost_of_privacy, ols, treatment_effect
 
@@ -114,7 +106,7 @@ def analyse(rows, p: dict) -> dict:
         return out
     y = [r.evaluation["attack"]["att_acc1"] for r in scored]
     # the randomised experiment (appendix H): AT-AT (treated) vs NoDef (control) units
-    randomised = p.get("randomised") or {}
+    randomised = p.randomised or {}
     treated, control = randomised.get("treated", EXPERIMENT[0]), randomised.get("control", EXPERIMENT[1])
     treated, control = (x if isinstance(x, str) else x["name"] for x in (treated, control))
     units = [(r, 1.0 if r.defense == treated else 0.0) for r in scored if r.defense in (treated, control)]

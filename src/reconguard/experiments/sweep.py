@@ -25,6 +25,7 @@ from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
+from .params import SweepParams
 from ..results import RecipeResult
 from .bound import BoundRow, bound_row
 
@@ -234,13 +235,13 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
             est = mse(rec, x)
             results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
         elif name == "map":
-            r = map_attack_sweep(enc, x, e, score_fn, sigma, in_shape=in_shape, steps=int(cfg.get("map_steps", 500)))
+            r = map_attack_sweep(enc, x, e, score_fn, sigma, in_shape=in_shape, steps=cfg.map_steps)
             rec = r.reconstructions.cpu()
             results[name] = {"mse": r.mse, "stderr": r.stderr, "n": x.shape[0], "beta": r.beta, "tried": r.tried}
         elif name == "decoder":
-            da = DecoderAttack(enc, in_shape, epochs=int(cfg.get("decoder_epochs", 10)), sigma=sigma,
-                               seed=int(cfg.get("seed", 0)), width=int(cfg.get("decoder_width", 128)), device=device)
-            train = prior.sample(int(cfg.get("decoder_train", 4096)), generator=g).to(torch.float32)
+            da = DecoderAttack(enc, in_shape, epochs=cfg.decoder_epochs, sigma=sigma, seed=cfg.seed,
+                               width=cfg.decoder_width, device=device)
+            train = prior.sample(cfg.decoder_train, generator=g).to(torch.float32)
             da.fit(train)
             rec = da.run(e).images
             est = mse(rec, x)
@@ -256,13 +257,13 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
 def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, int, int], encoders: list[EncoderSpec],
               sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
               attacks=("mmse",), ks=(256,), taus=(1e-4,), n_attack: int | dict = 64, score_samples: int = 20000,
-              seed: int = 0, n_examples: int = 8, cfg: dict | None = None, progress=None,
+              seed: int = 0, n_examples: int = 8, cfg: SweepParams | None = None, progress=None,
               examples: dict | None = None, lpips: dict | None = None, device=None, units=None) -> list[SweepPoint]:
     """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
 
     ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 32}``) adds the LPIPS
     Ψ-bounds (Theorem 2 / Corollary 3, at ``taus[0]``) and each attack's LPIPS."""
-    cfg = dict(cfg or {})
+    cfg = dataclasses.replace(cfg or SweepParams(), seed=seed)
     lp = None
     if lpips:
         from ..metrics import LPIPS
@@ -299,7 +300,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
                 progress.update(len(sigmas))
             continue
         first_point, unit_examples = len(points), []
-        enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, int(cfg.get("train_epochs", 5)),
+        enc = build_encoder(spec, in_shape, seed + 1000 * i + 1, labelled, cfg.train_epochs,
                             device=device)
         fishers = {k: estimate_fisher(enc, fisher_pool, k=min(k, fisher_pool.shape[0]), seed=seed) for k in ks}
         axis, xval = spec.axis
@@ -313,7 +314,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
         for j, sigma in enumerate(sigmas):
             g = torch.Generator().manual_seed(seed + 7919 * i + 31 * j)
             results, recons = _run_attacks(attacks, enc, spec, prior, score_fn, x, sizes, float(sigma), in_shape,
-                                           {**cfg, "seed": seed}, g, exact_prior, lp, device)
+                                           cfg, g, exact_prior, lp, device)
             lp_b = terms.bound(float(sigma)) if terms is not None else None
             for k, fisher in fishers.items():
                 for tau in (taus if sigma == 0 else taus[:1]):

@@ -13,7 +13,6 @@ upsampled bilinearly (a fixed linear map, part of Ψ).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -28,19 +27,35 @@ _SHIFT = (-0.030, -0.088, -0.188)
 _SCALE = (0.458, 0.448, 0.450)
 
 
-def _lpips_heads_path() -> Path:
-    import torchmetrics
+HEADS_PACKAGE, HEADS_FILE = "torchmetrics.functional.image", "lpips_models/vgg.pth"
 
-    path = Path(os.path.dirname(torchmetrics.__file__)) / "functional" / "image" / "lpips_models" / "vgg.pth"
+
+def lpips_heads_path(heads: str | Path | None = None) -> Path:
+    """The LPIPS (VGG) linear heads: ``heads`` when given, else the file torchmetrics ships as package data,
+    found through ``importlib.resources`` (the supported route to a package's data files)."""
+    if heads is not None:
+        path = Path(heads)
+        where = "the heads= path given"
+    else:
+        from importlib import resources
+
+        try:
+            path = Path(str(resources.files(HEADS_PACKAGE).joinpath(HEADS_FILE)))
+        except ModuleNotFoundError:
+            path = Path(HEADS_PACKAGE.replace(".", "/")) / HEADS_FILE
+        where = f"the package data of {HEADS_PACKAGE}"
     if not path.is_file():
-        raise DataFileNotFoundError(f"LPIPS linear heads not found at {path}; reinstall torchmetrics (>= 1.0).")
+        raise DataFileNotFoundError(
+            f"LPIPS linear heads {HEADS_FILE!r} not found at {path} ({where}). Install torchmetrics >= 1.0 "
+            "(it ships the file), or pass heads='path/to/vgg.pth' (the LPIPS v0.1 VGG linear layers).")
     return path
 
 
 class LPIPS(nn.Module):
     """``features(x)`` is Ψ (``N×k``); ``forward(x0, x1)`` the LPIPS distance per pair. Inputs in [0, 1]."""
 
-    def __init__(self, trunk_weights: str | Path | None = None, min_size: int = 32, seed: int = 0):
+    def __init__(self, trunk_weights: str | Path | None = None, min_size: int = 32, seed: int = 0,
+                 heads: str | Path | None = None):
         super().__init__()
         with seeded(seed):
             self.trunk = VGG16Trunk()
@@ -48,7 +63,7 @@ class LPIPS(nn.Module):
         if trunk_weights is not None:
             self.trunk.load_torchvision(trunk_weights)
             self.trunk_weights = str(trunk_weights)
-        heads = torch.load(_lpips_heads_path(), map_location="cpu", weights_only=True)
+        heads = torch.load(lpips_heads_path(heads), map_location="cpu", weights_only=True)
         for i, c in enumerate(CHANNELS):
             w = heads[f"lin{i}.model.1.weight"].reshape(c)
             self.register_buffer(f"sqrt_w{i}", w.clamp_min(0).sqrt())

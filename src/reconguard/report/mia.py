@@ -145,7 +145,7 @@ def _row_cells(r, eps, layers):
     ci = att.get("att_acc1_ci")
     cells = [r.label, r.seed, fmt(r.test_acc), fmt(r.train_acc), fmt(r.val_acc),
              fmt(att.get("att_acc1")) + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""), fmt(att.get("eval_conf")),
-             fmt(att.get("feature_l2")), fmt(base.get("att_acc1"))]
+             fmt(att.get("feature_l2")), fmt((ev.get("selection_only") or {}).get("att_acc1")), fmt(base.get("att_acc1"))]
     cells += [fmt((ev.get("robust") or {}).get(e, {}).get("worst")) for e in eps]
     cells += [fmt((ev.get("hsic") or {}).get(n)) for n in layers]
     extras = ", ".join(f"{k}={v if not isinstance(v, float) else fmt(v)}" for k, v in r.extras.items())
@@ -165,7 +165,7 @@ def render_mia_html(result, figures) -> str:
     eps = sorted({e for r in result.rows for e in (r.evaluation.get("robust") or {})}, key=float)
     layers = list(dict.fromkeys(n for r in result.rows for n in (r.evaluation.get("hsic") or {})))
     head = (["defense", "seed", "test", "train", "val", "AttAcc@1 [95 % CI]", "EvalConf", "feature L2",
-             "AttAcc@1 gradient inv."] + [f"robust ε={e}" for e in eps] + [f"HSIC(X,{n})" for n in layers]
+             "AttAcc@1 selection only", "AttAcc@1 gradient inv."] + [f"robust ε={e}" for e in eps] + [f"HSIC(X,{n})" for n in layers]
             + ["seconds", "defense's own measure"])
     body = "".join("<tr>" + "".join(f"<td{' class=l' if i in (0, len(head) - 1) else ''}>{html.escape(str(c))}</td>"
                                     for i, c in enumerate(_row_cells(r, eps, layers))) + "</tr>" for r in result.rows)

@@ -82,7 +82,10 @@ def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Te
     n = A.shape[1]
     iu = torch.triu_indices(n, n)
     W = pair_features(A) if W is None else W
-    V = torch.linalg.lstsq(W, B ** 2).solution
+    # LAPACK's least squares differs between calls in the last bits (blocked, threaded); the assignment that
+    # follows is discrete and chaotic, so those bits changed which local minimum a run ends in. Rounding the
+    # solution to float32's precision makes a seed give the same recovery every time.
+    V = torch.linalg.lstsq(W, B ** 2).solution.to(torch.float32).to(torch.float64)
     U = torch.zeros(B.shape[1], n, n, dtype=A.dtype)
     U[:, iu[0], iu[1]] = V.T
     U[:, iu[1], iu[0]] = V.T
@@ -166,11 +169,15 @@ class CarliniAttack(Attack):
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
         self.anneal_restarts, self.max_options = int(anneal_restarts), int(max_options)
 
+    def _splits(self, count: int) -> list[tuple[float, ...]]:
+        """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
+        grid = np.linspace(0.1, 0.9, self.split_grid)
+        return {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
+                3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}[count]
+
     def _options(self, label: torch.Tensor, members: dict, n_hat: int) -> torch.Tensor:
         """Every label-consistent mixing row: k members in all, per-class masses split on a grid."""
-        grid = np.linspace(0.1, 0.9, self.split_grid)
-        splits = {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
-                  3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}
+        splits = {c: self._splits(c) for c in (1, 2, 3)}
         cs = [c for c in torch.nonzero(label > 1e-9).squeeze(1).tolist() if members.get(c)]
         rows = []
         for counts in itertools.product(*[range(1, min(len(members[c]), 3) + 1) for c in cs]):
@@ -270,9 +277,7 @@ class CarliniAttack(Attack):
             if self.members > 3:
                 raise ParameterError(f"label-free inside-mode assignment with k={self.k} is too large a search "
                                      "(only k ≤ 3 is supported): pass the soft labels.")
-            grid = np.linspace(0.1, 0.9, self.split_grid)
-            splits = {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
-                      3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}[self.members]
+            splits = self._splits(self.members)
         else:
             grid = np.linspace(0.1, self.c1, self.split_grid)
             splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]

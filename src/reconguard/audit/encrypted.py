@@ -1,0 +1,94 @@
+"""Audit an encrypted release (InstaHide / Mixup encryptions with their soft labels): every attack that applies.
+
+The folder is what ``reconguard instahide challenge`` writes (``encryptions.npy``, ``labels.npy``, and
+``challenge.json`` naming k, mode and n) or the same files from elsewhere. Attacks (InstaHide paper §5,
+Carlini et al. 2021): Carlini et al.'s lifting + assignment (with the labels, or label-free), weak averaging
+(optionally after demasking), and — with the truth's grouping — the KS test. With the owner's truth folder every
+recovery is scored like ``reconguard instahide attack --truth``: ``identified`` (the recovered images' nearest
+neighbours among the private images and non-members), 1-to-1 SSIM, and the **baseline** random non-members
+score. Without a truth folder the recovered images are written for the owner to judge.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ParameterError, UnknownOptionError
+from ..results import Result
+
+ATTACKS = ("carlini", "averaging", "ks")
+
+
+@dataclass(frozen=True)
+class RecoveryRow(Result):
+    attack: str
+    description: str
+    n_recovered: int
+    identified: float | None = None
+    matched_ssim: float | None = None
+    baseline_identified: float | None = None
+    baseline_ssim: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class EncryptedAudit(Result):
+    folder: str
+    k: int
+    mode: str
+    n: int | None
+    n_encryptions: int
+    truth: str | None
+    rows: list
+    ks: dict | None
+    seconds: float
+    recovered: dict = field(default_factory=dict)  # attack → N×C×H×W recovered images
+    _skip_in_dict = ("recovered",)
+
+    kind = "encrypted"
+
+
+def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=ATTACKS, k: int | None = None,
+              mode: str | None = None, n: int | None = None, label_free: bool = False, restarts: int = 4,
+              m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
+              progress: bool = False) -> EncryptedAudit:
+    """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given."""
+    from ..attacks.instahide import score_challenge
+    from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
+    from .loading import load_images
+
+    bad = set(attacks) - set(ATTACKS)
+    if bad:
+        raise UnknownOptionError(f"unknown attacks {sorted(bad)}; choose from {ATTACKS}.")
+    start = time.perf_counter()
+    ch = load_challenge(folder, k, mode, n)
+    if public in ("digits", "mnist", "cifar10") and public != "digits":
+        from ..data import load_cifar10, load_mnist
+        if public_root is None:
+            raise ParameterError(f"--public {public} needs --public-root, the folder holding its files.")
+        images = (load_mnist if public == "mnist" else load_cifar10)(public_root, "train").images
+    else:
+        images = load_images(public, size=ch.encryptions.shape[-1])
+    rows, recovered, ks = [], {}, None
+    for name in attacks:
+        if name == "ks":
+            if truth is None:
+                continue  # the KS test groups encryptions by their private image: only the owner can run it
+            r = ks_challenge(ch, truth)
+            ks = r.to_dict()
+            continue
+        if name == "carlini" and ch.n is None:
+            raise ParameterError("carlini needs n, the number of private images (challenge.json or --n).")
+        r = attack_challenge(ch, name, images, restarts=restarts, label_free=label_free, m=m, demask=demask,
+                             pool=pool, seed=seed, progress=progress)
+        recovered[name] = r.images
+        row = RecoveryRow(name, r.description, len(r.images), seconds=r.seconds)
+        if truth is not None:
+            s = score_challenge(r.images, truth)
+            row = RecoveryRow(name, r.description, len(r.images), s.identified, s.matched_ssim,
+                              s.baseline.identified, s.baseline.matched_ssim, r.seconds)
+        rows.append(row)
+    return EncryptedAudit(str(Path(folder)), ch.k, ch.mode, ch.n, int(ch.encryptions.shape[0]),
+                          None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered)

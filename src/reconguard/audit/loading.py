@@ -1,0 +1,267 @@
+"""A user's own model and data, as they bring them: the loading half of ``reconguard audit``.
+
+:func:`load_model` takes ``path/to/file.py:NAME`` or ``package.module:NAME`` (a class or a zero-argument
+factory returning an ``nn.Module``) or a TorchScript ``.pt``, plus optional weights (a state dict read with
+``weights_only=True``, or ``.safetensors``). :func:`load_images` takes an image folder (flat, or one folder per
+class), a ``.npy`` / ``.npz`` array (N×C×H×W or N×H×W, in [0, 1] or uint8) or a built-in name (``digits``).
+:class:`ImageModel` wraps the module so dtype, device, shape and autograd state are the tool's business: it
+takes ``N×d`` or ``N×C×H×W`` in any float dtype and returns ``N×m`` (or the logits) in float, and says clearly
+when the module's output is not a tensor. Every mistake is one error naming the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, ShapeError
+
+BUILTIN_DATA = ("digits",)
+
+
+def _import_object(spec: str):
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise ParameterError(f"--model {spec!r}: give path/to/file.py:NAME, package.module:NAME or a TorchScript .pt.")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise DataFileNotFoundError(f"--model: {path} does not exist.")
+        mod_name = f"reconguard_user_{abs(hash(str(path.resolve())))}"
+        loader = importlib.util.spec_from_file_location(mod_name, path)
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[mod_name] = module
+        try:
+            loader.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 — the user's file failing to import is one clear error
+            sys.modules.pop(mod_name, None)
+            raise ParameterError(f"--model {spec!r}: {path} does not import ({type(exc).__name__}: {exc}).") from None
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as exc:  # noqa: BLE001
+            raise ParameterError(f"--model {spec!r}: module {where!r} does not import ({type(exc).__name__}: {exc}); "
+                                 "is its package installed or on PYTHONPATH?") from None
+    if not hasattr(module, name):
+        found = sorted(n for n, v in vars(module).items() if not n.startswith("_") and
+                       (inspect.isclass(v) and issubclass(v, nn.Module) or inspect.isfunction(v)))
+        raise ParameterError(f"--model {spec!r}: {where} has no {name!r}; it defines {found}.")
+    return getattr(module, name)
+
+
+def _instantiate(obj, spec: str) -> nn.Module:
+    if isinstance(obj, nn.Module):
+        return obj
+    if not callable(obj):
+        raise ParameterError(f"--model {spec!r} is a {type(obj).__name__}, not a class or a factory function.")
+    try:
+        sig = inspect.signature(obj)
+        required = [p.name for p in sig.parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                                            p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        required = []
+    if required:
+        raise ParameterError(f"--model {spec!r} needs arguments {required}; give a class whose arguments all have "
+                             "defaults, or a zero-argument factory function (def make(): return MyNet(...)).")
+    try:
+        model = obj()
+    except Exception as exc:  # noqa: BLE001
+        raise ParameterError(f"--model {spec!r}: building it failed ({type(exc).__name__}: {exc}).") from None
+    if not isinstance(model, nn.Module):
+        raise ParameterError(f"--model {spec!r} returned a {type(model).__name__}, not a torch.nn.Module.")
+    return model
+
+
+def _load_weights(model: nn.Module, weights: str | Path) -> None:
+    path = Path(weights)
+    if not path.is_file():
+        raise DataFileNotFoundError(f"--weights: {path} does not exist.")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            state = load_file(str(path))
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except ImportError:
+        raise ParameterError("reading .safetensors needs the safetensors package (pip install safetensors).") from None
+    except Exception as exc:  # noqa: BLE001
+        raise CorruptDataError(f"--weights {path}: not a state dict that loads safely ({type(exc).__name__}); save it "
+                               "with torch.save(model.state_dict(), path) or safetensors.") from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise CorruptDataError(f"--weights {path}: holds a {type(state).__name__}, not a state dict.")
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as exc:
+        first = str(exc).split("\n")[1:3]
+        raise ParameterError(f"--weights {path} do not match the model's shapes: {' '.join(s.strip() for s in first)}") \
+            from None
+    if missing or unexpected:
+        raise ParameterError(f"--weights {path} do not match the model: missing {list(missing)[:5]}, unexpected "
+                             f"{list(unexpected)[:5]} (is it the state dict of this model class?).")
+
+
+def load_model(spec: str | nn.Module, weights: str | Path | None = None) -> nn.Module:
+    """The user's ``nn.Module`` (eval mode) from a spec string, a TorchScript file, or as given."""
+    if isinstance(spec, nn.Module):
+        model = spec
+    elif str(spec).endswith((".pt", ".pth", ".ts")) and ":" not in str(spec):
+        path = Path(spec)
+        if not path.is_file():
+            raise DataFileNotFoundError(f"--model: {path} does not exist.")
+        try:
+            model = torch.jit.load(str(path), map_location="cpu")
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptDataError(f"--model {path}: not a TorchScript file ({type(exc).__name__}); save one with "
+                                   "torch.jit.script(model).save(path), or give file.py:NAME.") from None
+    else:
+        model = _instantiate(_import_object(str(spec)), str(spec))
+    if weights is not None:
+        _load_weights(model, weights)
+    return model.eval()
+
+
+def _to_unit(arr: np.ndarray, what: str) -> torch.Tensor:
+    if arr.dtype == np.uint8:
+        x = torch.from_numpy(arr.astype(np.float32) / 255.0)
+    elif np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer):
+        x = torch.from_numpy(arr.astype(np.float32))
+        if not torch.isfinite(x).all():
+            raise CorruptDataError(f"{what}: contains NaN or infinite values.")
+        lo, hi = float(x.min()), float(x.max())
+        if lo < -1e-6 or hi > 1 + 1e-6:
+            raise ParameterError(f"{what}: pixel values in [{lo:.3g}, {hi:.3g}]; give images in [0, 1] or uint8 "
+                                 "(0–255), converted once at the edge.")
+    else:
+        raise CorruptDataError(f"{what}: arrays of {arr.dtype} are not images.")
+    if x.ndim == 3:
+        x = x[:, None]
+    if x.ndim != 4:
+        raise ShapeError(f"{what}: images must be N×C×H×W or N×H×W, got shape {tuple(x.shape)}.")
+    if x.shape[1] not in (1, 3) and x.shape[-1] in (1, 3):  # N×H×W×C, as image libraries write them
+        x = x.permute(0, 3, 1, 2)
+    return x.contiguous()
+
+
+def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
+    from skimage import io
+
+    from ..data.folder import EXTENSIONS
+
+    classes = sorted(d for d in folder.iterdir() if d.is_dir())
+    groups = [(i, sorted(f for f in c.iterdir() if f.suffix.lower() in EXTENSIONS)) for i, c in enumerate(classes)]
+    flat = sorted(f for f in folder.iterdir() if f.suffix.lower() in EXTENSIONS)
+    if flat or not classes:
+        groups = [(-1, flat)]
+    files = [(label, f) for label, fs in groups for f in fs]
+    if not files:
+        raise DataFileNotFoundError(f"{folder}: no images ({', '.join(EXTENSIONS)}) in it or in its class folders.")
+    images, labels, shapes = [], [], {}
+    for label, f in files:
+        try:
+            img = io.imread(f)
+        except Exception as exc:  # noqa: BLE001
+            raise CorruptDataError(f"{f} is not a readable image ({type(exc).__name__}); remove or replace it.") from None
+        shapes.setdefault(img.shape, f)
+        images.append(img)
+        labels.append(label)
+    if len(shapes) > 1:
+        (s1, f1), (s2, f2) = list(shapes.items())[:2]
+        raise ShapeError(f"{folder}: images of mixed sizes ({f1.name}: {s1}, {f2.name}: {s2}); resize them to one "
+                         "size first.")
+    x = _to_unit(np.stack(images), str(folder))
+    y = torch.tensor(labels) if labels[0] >= 0 else None
+    return x, y
+
+
+def load_images(data, *, size: int | None = None, labels: bool = False):
+    """Images ``N×C×H×W`` float32 in [0, 1] (and integer labels when ``labels``; ``None`` where there are none)."""
+    if isinstance(data, torch.Tensor):
+        x, y = _to_unit(data.detach().cpu().numpy(), "data"), None
+    elif isinstance(data, np.ndarray):
+        x, y = _to_unit(data, "data"), None
+    elif str(data) in BUILTIN_DATA:
+        from ..data import load_digits
+
+        d = load_digits(size or 16)
+        x, y = d.images, d.labels
+    else:
+        path = Path(data)
+        if path.is_dir():
+            x, y = _read_folder(path)
+        elif not path.exists():
+            raise DataFileNotFoundError(f"--data {path}: no such file or folder (give an image folder, a .npy / .npz "
+                                        f"array, or one of {BUILTIN_DATA}).")
+        elif path.suffix in (".npy", ".npz"):
+            try:
+                blob = np.load(path, allow_pickle=False)
+            except Exception as exc:  # noqa: BLE001
+                raise CorruptDataError(f"--data {path}: not a readable NumPy file ({type(exc).__name__}).") from None
+            if path.suffix == ".npz":
+                keys = list(blob.keys())
+                key = next((k for k in ("images", "x", "X", "arr_0") if k in keys), keys[0] if keys else None)
+                if key is None:
+                    raise CorruptDataError(f"--data {path}: an empty .npz.")
+                x = _to_unit(blob[key], f"{path}[{key}]")
+                y = torch.as_tensor(blob["labels"]).long() if "labels" in keys else None
+            else:
+                x, y = _to_unit(blob, str(path)), None
+        else:
+            raise ParameterError(f"--data {path}: give an image folder, a .npy / .npz array or one of {BUILTIN_DATA}.")
+    if len(x) < 4:
+        raise ParameterError(f"--data: {len(x)} images are too few to audit with; give at least 4.")
+    if labels:
+        return x, y
+    return x
+
+
+class ImageModel(nn.Module):
+    """The user's module seen as ``N×d`` (or images) → ``N×m``: inputs cast to its dtype and device, the output
+    flattened and checked. ``in_shape`` is the per-image shape it takes."""
+
+    def __init__(self, module: nn.Module, in_shape: tuple[int, ...], flatten: bool = True):
+        super().__init__()
+        self.module, self.in_shape, self.flatten = module, tuple(int(v) for v in in_shape), flatten
+
+    def _dtype_device(self):
+        for t in list(self.module.parameters()) + list(self.module.buffers()):
+            if t.is_floating_point():
+                return t.dtype, t.device
+        return torch.float32, torch.device("cpu")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype, device = self._dtype_device()
+        n = x.shape[0]
+        out = self.module(x.reshape(n, *self.in_shape).to(device=device, dtype=dtype))
+        if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) and len(out) == 1:
+            out = out[0]
+        if not isinstance(out, torch.Tensor):
+            raise ShapeError(f"the model returned a {type(out).__name__}, not a tensor; audit a module whose forward "
+                             "returns the embedding (or the logits) as one tensor.")
+        return out.reshape(n, -1) if self.flatten else out
+
+
+def probe(model: nn.Module, images: torch.Tensor) -> tuple[ImageModel, int]:
+    """Wrap ``model`` for ``images``' shape, run it once (clear errors for a wrong input shape or a non-tensor
+    output) and return the wrapper and its output size ``m``."""
+    wrapped = ImageModel(model, tuple(images.shape[1:]))
+    try:
+        with torch.no_grad():
+            out = wrapped(images[:2])
+    except ShapeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 — any failure of the user's forward on these images
+        raise ShapeError(f"the model does not run on images of shape {tuple(images.shape[1:])} "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).") from None
+    if not torch.isfinite(out.float()).all():
+        raise CorruptDataError("the model's output has NaN or infinite values on the data.")
+    return wrapped, int(out.shape[1])

@@ -1,0 +1,125 @@
+"""Issue 14: ``reconguard audit`` on a user's own encoder, encrypted release and classifier — models the project
+has never seen, loaded the ways users bring them — and clear errors for what users get wrong."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from reconguard.cli import main
+
+ENCODER = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+    class TinyEnc(nn.Module):
+        """float32 conv + GELU + linear on 1×16×16 inputs."""
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = nn.Conv2d(1, 4, 3, stride=2, padding=1)
+            self.act = nn.GELU()
+            self.fc = nn.Linear(4 * 8 * 8, 24)
+
+        def forward(self, x):
+            return self.fc(self.act(self.conv(x)).flatten(1))
+
+    class NeedsArgs(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+
+    class DictOut(TinyEnc):
+        def forward(self, x):
+            return {"embedding": super().forward(x)}
+
+    def make():
+        return TinyEnc()
+''')
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from reconguard.data import load_digits
+
+    root = tmp_path_factory.mktemp("user")
+    (root / "userenc.py").write_text(ENCODER)
+    pkg = root / "site" / "userpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text(ENCODER)
+    np.save(root / "images.npy", load_digits(16).images[:120].numpy())
+    return root
+
+
+def _audit(tmp, *argv):
+    return main(["audit", "encoder", "--preset", "smoke", "--quiet", *argv, "--out", str(tmp)])
+
+
+def _check_report(out, sigmas):
+    assert (out / "report.html").is_file() and (out / "results.json").is_file()
+    res = json.loads((out / "results.json").read_text())
+    assert [r["sigma"] for r in res["rows"]] == sigmas
+    for r in res["rows"]:
+        assert r["bound"]["name"] in ("mse", "noiseless_mse") and r["bound"]["value"] >= 0
+        assert {a["name"] for a in r["attacks"]} >= {"MAP (prior score)", "learned decoder"}
+        for a in r["attacks"]:  # no attack below the bound beyond noise
+            assert a["mse"] >= r["bound"]["value"] - 3 * a["stderr"]
+        assert r["baseline"]["mse"] > 0 and not r["violated"]
+    assert "Verdict" in (out / "report.html").read_text()
+    return res
+
+
+def test_audit_encoder_from_a_python_file(files, tmp_path):
+    assert _audit(tmp_path / "a", "--model", f"{files / 'userenc.py'}:TinyEnc", "--data",
+                  str(files / "images.npy"), "--sigma", "0", "0.01") == 0
+    res = _check_report(tmp_path / "a", [0.0, 0.01])
+    assert res["d"] == 256 and res["m"] == 24 and res["in_shape"] == [1, 16, 16]
+    # with noise the bound is positive: the theory guarantees something
+    assert res["rows"][1]["bound"]["value"] > 0
+
+
+def test_audit_encoder_from_torchscript_and_from_a_package(files, tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("userenc_ts", files / "userenc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    model = mod.TinyEnc()
+    torch.jit.script(model).save(str(tmp_path / "enc.pt"))
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    assert _audit(tmp_path / "ts", "--model", str(tmp_path / "enc.pt"), "--data", str(files / "images.npy")) == 0
+    _check_report(tmp_path / "ts", [0.0])
+    monkeypatch.syspath_prepend(str(files / "site"))
+    assert _audit(tmp_path / "pkg", "--model", "userpkg.models:make", "--weights", str(tmp_path / "w.pt"),
+                  "--data", str(files / "images.npy"), "--sigma", "0.01") == 0
+    _check_report(tmp_path / "pkg", [0.01])
+
+
+def test_audit_bad_input_is_one_clear_error_and_writes_nothing(files, tmp_path, capsys):
+    from skimage import io
+
+    data = ["--data", str(files / "images.npy")]
+    cases = {
+        "does not import": ["--model", f"{files / 'nope.py'}:TinyEnc", *data],
+        "no 'Missing'": ["--model", f"{files / 'userenc.py'}:Missing", *data],
+        "needs arguments": ["--model", f"{files / 'userenc.py'}:NeedsArgs", *data],
+        "not a tensor": ["--model", f"{files / 'userenc.py'}:DictOut", *data],
+    }
+    (files / "broken.py").write_text("import no_such_module_anywhere\n")
+    cases["does not import ("] = ["--model", f"{files / 'broken.py'}:X", *data]
+    torch.save({"fc.weight": torch.zeros(3, 3)}, tmp_path / "bad.pt")
+    cases["do not match"] = ["--model", f"{files / 'userenc.py'}:TinyEnc", "--weights", str(tmp_path / "bad.pt"), *data]
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    io.imsave(mixed / "a.png", np.zeros((16, 16), np.uint8), check_contrast=False)
+    io.imsave(mixed / "b.png", np.zeros((20, 20), np.uint8), check_contrast=False)
+    cases["mixed sizes"] = ["--model", f"{files / 'userenc.py'}:TinyEnc", "--data", str(mixed)]
+    for i, (needle, argv) in enumerate(cases.items()):
+        capsys.readouterr()
+        out = tmp_path / f"out{i}"
+        assert _audit(out, *argv) == 2, needle
+        err = capsys.readouterr().err
+        assert err.startswith("reconguard: error:") and needle.split(" (")[0] in err, (needle, err)
+        assert not out.exists(), needle
