@@ -102,7 +102,7 @@ def test_audit_bad_input_is_one_clear_error_and_writes_nothing(files, tmp_path, 
 
     data = ["--data", str(files / "images.npy")]
     cases = {
-        "does not import": ["--model", f"{files / 'nope.py'}:TinyEnc", *data],
+        "does not exist": ["--model", f"{files / 'nope.py'}:TinyEnc", *data],
         "no 'Missing'": ["--model", f"{files / 'userenc.py'}:Missing", *data],
         "needs arguments": ["--model", f"{files / 'userenc.py'}:NeedsArgs", *data],
         "not a tensor": ["--model", f"{files / 'userenc.py'}:DictOut", *data],
@@ -123,3 +123,81 @@ def test_audit_bad_input_is_one_clear_error_and_writes_nothing(files, tmp_path, 
         err = capsys.readouterr().err
         assert err.startswith("reconguard: error:") and needle.split(" (")[0] in err, (needle, err)
         assert not out.exists(), needle
+
+
+CLASSIFIER = textwrap.dedent('''
+    from torch import nn
+
+    class SmallNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4))
+            self.head = nn.Linear(16 * 16, 5)
+
+        def forward(self, x):
+            return self.head(self.features(x).flatten(1))
+''')
+
+
+def test_audit_classifier_leakage_table(tmp_path):
+    import importlib.util
+
+    from reconguard.data.splits import digits_mia_split
+    from reconguard.train import fit
+
+    (tmp_path / "usercls.py").write_text(CLASSIFIER)
+    spec = importlib.util.spec_from_file_location("usercls", tmp_path / "usercls.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    model = mod.SmallNet()
+    split = digits_mia_split(16)
+    fit(model, split.train, split.val, epochs=4, seed=0, progress=False)
+    torch.save(model.state_dict(), tmp_path / "w.pt")
+    out = tmp_path / "report"
+    assert main(["audit", "classifier", "--model", f"{tmp_path / 'usercls.py'}:SmallNet", "--weights",
+                 str(tmp_path / "w.pt"), "--classes", "5", "--private", "digits", "--public", "digits", "--preset",
+                 "smoke", "--quiet", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    names = [r["attack"] for r in res["leakage"]]
+    assert names == ["generative prior (PPA-style)", "selection only (0 steps)", "gradient inversion (no prior)",
+                     "chance (a guess)"]
+    for r in res["leakage"]:
+        assert 0 <= r["att_acc1_ci"][0] <= r["att_acc1"] <= r["att_acc1_ci"][1] <= 1
+    assert res["leakage"][-1]["att_acc1"] == pytest.approx(0.2)
+    assert set(res["robust"]) == {"0.031", "0.0025", "0.0005", "1e-05"}
+    assert all(0 <= v <= 1 for v in res["robust"].values()) and res["test_acc"] > 0.5
+    page = (out / "report.html").read_text()
+    assert "Verdict" in page and "selection only" in page and "robust accuracy" in page.lower()
+    # the classes must be the data's
+    assert main(["audit", "classifier", "--model", f"{tmp_path / 'usercls.py'}:SmallNet", "--classes", "7",
+                 "--preset", "smoke", "--quiet", "--out", str(tmp_path / "bad")]) == 2
+    assert not (tmp_path / "bad").exists()
+
+
+def test_audit_encrypted_scores_as_instahide_attack(tmp_path, capsys):
+    c, t = tmp_path / "c", tmp_path / "t"
+    assert main(["instahide", "challenge", "--data", "digits", "--size", "16", "--n", "10", "--T", "6", "--k", "4",
+                 "--out", str(c), "--truth", str(t)]) == 0
+    expected = {}
+    for method in ("carlini", "averaging"):
+        capsys.readouterr()
+        assert main(["instahide", "attack", method, "--challenge", str(c), "--truth", str(t), "--quiet",
+                     "--out", str(tmp_path / f"{method}.npy")]) == 0
+        expected[method] = capsys.readouterr().out.strip().splitlines()[-1]
+    out = tmp_path / "audit"
+    assert main(["audit", "encrypted", "--data", str(c), "--truth", str(t), "--quiet", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    rows = {r["attack"]: r for r in res["rows"]}
+    from reconguard.attacks.instahide import score_challenge
+
+    for method, line in expected.items():
+        s = score_challenge(np.load(tmp_path / f"{method}.npy"), t)
+        assert s.summary() == line  # what `instahide attack --truth` printed
+        assert rows[method]["identified"] == pytest.approx(s.identified)
+        assert rows[method]["matched_ssim"] == pytest.approx(s.matched_ssim)
+        assert rows[method]["baseline_identified"] == pytest.approx(s.baseline.identified)
+        assert (out / f"recovered_{method}.npy").is_file()
+    assert res["ks"] is not None and "Verdict" in (out / "report.html").read_text()
+    assert rows["carlini"]["identified"] > rows["carlini"]["baseline_identified"]

@@ -108,6 +108,9 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
     start = time.perf_counter()
     name = model if isinstance(model, str) else type(model).__name__
     split, data_name = _split(private, public, num_classes, size, seed)
+    if num_classes is not None and int(num_classes) != split.num_classes:
+        raise ParameterError(f"--classes {num_classes} but the private data has {split.num_classes} classes "
+                             f"({data_name}); drop --classes or give the data the model was trained on.")
     device = torch.device(device) if device is not None else torch.device("cpu")
     target = ImageModel(load_model(model, weights), split.train.shape, flatten=False).to(device).eval()
     with torch.no_grad():
