@@ -201,3 +201,24 @@ def test_audit_encrypted_scores_as_instahide_attack(tmp_path, capsys):
         assert (out / f"recovered_{method}.npy").is_file()
     assert res["ks"] is not None and "Verdict" in (out / "report.html").read_text()
     assert rows["carlini"]["identified"] > rows["carlini"]["baseline_identified"]
+
+
+def test_audit_encoder_python_api_bfloat16_uint8_trained_score():
+    """What users bring: a bfloat16 module object, uint8 N×H×W images, a trained score; plus the API's result."""
+    from torch import nn
+
+    from reconguard import audit
+    from reconguard.data import load_digits
+
+    torch.manual_seed(1)
+    enc = nn.Sequential(nn.Conv2d(1, 2, 3, stride=2, padding=1), nn.GELU(), nn.Flatten(), nn.Linear(128, 16))
+    enc = enc.to(torch.bfloat16)
+    images = (load_digits(16).images[:80, 0].numpy() * 255).astype(np.uint8)  # N×H×W uint8
+    res = audit.encoder(enc, images, sigmas=(0.0, 0.05), preset="smoke", score="trained")
+    assert isinstance(res, audit.EncoderAudit) and res.in_shape == (1, 16, 16) and res.m == 16
+    assert res.score == "trained" and "fraction_below_floor" in res.score_quality
+    for row in res.rows:
+        assert not row.violated and row.bound["value"] >= 0
+        assert row.best.mse >= row.bound["value"] - 3 * row.best.stderr
+    assert enc[0].weight.dtype == torch.bfloat16 and all(p.requires_grad for p in enc.parameters())  # untouched
+    json.dumps(res.to_dict())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 from ..checks import as_samples, as_square_matrix, as_tensor, check_finite, check_positive_int
@@ -56,6 +57,10 @@ def estimate_score_matrix(source, data=None, n: int = 20000, *, groups: int = 10
         if S is not None:
             return ScoreMatrix(S, 0, True)
     score_fn: Callable = getattr(source, "score", source)
+    if isinstance(source, (torch.Tensor, np.ndarray)):
+        raise ParameterError("score_matrix got a tensor of samples, not a score: S = E[s(x)s(x)ᵀ] needs the prior's "
+                             "score. For your images x use score_matrix(smoothed_empirical_prior(x, sigma_s=0.1)) "
+                             "(exact score), or score_matrix(score_fn, data=x) with a trained score function.")
     if not callable(score_fn):
         raise ParameterError("score_matrix needs a prior with .score(x) or a score function s(x).")
     if data is None:

@@ -97,7 +97,7 @@ class DecoderAttack(Attack):
         p = next(iter(list(enc.parameters()) + list(enc.buffers())), None)
         with torch.no_grad():
             xe = x.reshape(x.shape[0], *self.in_shape)
-            e = enc(xe.to(p.device) if p is not None else xe).reshape(x.shape[0], -1).cpu()
+            e = enc(xe.to(p.device) if p is not None else xe).reshape(x.shape[0], -1).float().cpu()
         if self.sigma > 0:  # the attacker simulates the release it will see
             e = e + self.sigma * torch.randn(e.shape, generator=g).to(e)
         return e
