@@ -170,3 +170,28 @@ def test_cli_evaluate_and_analyze(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "AttAcc@1" in text and "AT-AT vs NoDef" in text
     assert main(["analyze", str(tmp_path / "missing.json")]) == 2
+
+
+def test_mia_instances_smoke_recipe(tmp_path):
+    """Issue 16: the instance-identity recipe runs end to end; every model reports the selection-only attack beside
+    the generative and gradient ones, and the analysis carries the gate and the treatment effect."""
+    from reconguard.data.instances import digits_instance_split
+    from reconguard.report import run_to_report, summary_text
+
+    split = digits_instance_split(32, instances=2, copies=8)
+    assert split.num_classes == 10 and split.train.shape == (1, 32, 32)
+    assert set(split.train.labels.tolist()) == set(range(10)) == set(split.test.labels.tolist())
+    assert len(split.public) > 3000 and int(split.public.labels.max()) == 9  # every other digit image, all ten digits
+    result, out = run_to_report("mia-instances", "smoke", tmp_path / "mi", progress=False)
+    labels = [r.label for r in result.rows]
+    assert labels.count("atat") == 2 and labels.count("nodef") == 2
+    data = json.loads((out / "results.json").read_text())
+    for row in data["rows"]:
+        ev = row["evaluation"]
+        assert {"attack", "selection_only", "baseline", "robust"} <= set(ev)
+        assert 0 <= ev["selection_only"]["att_acc1"] <= 1 and ev["attack"]["att_acc5"] is not None  # 10 classes
+    gate = data["analysis"]["gate"]
+    assert gate["defense"] == "nodef" and gate["eps"] == 0.031 and gate["n"] == 2
+    assert "treatment" in data["analysis"] and "treatment_selection_only" in data["analysis"]
+    assert "selection only" in (out / "report.html").read_text()
+    assert "gate" in summary_text(result, out)

@@ -111,3 +111,13 @@ def test_stats_wrap_statsmodels_and_take_a_design_with_its_constant(table):
     from statsmodels.stats.proportion import proportion_confint
     lo, hi = wilson_interval(7, 20)
     assert (lo, hi) == pytest.approx(proportion_confint(7, 20, method="wilson"), rel=1e-12)
+
+
+def test_treatment_effect_without_variation_is_a_clear_error():
+    """Four units with one AttAcc per arm (a smoke run): statsmodels cannot invert the Hessian; that is one
+    ParameterError the analysis reports, not a crash."""
+    from reconguard.errors import ParameterError
+    from reconguard.stats import treatment_effect
+
+    with pytest.raises(ParameterError, match="Beta regression"):
+        treatment_effect([0.05, 0.05, 0.1, 0.1], [1, 1, 0, 0])

@@ -142,6 +142,12 @@ def load_split(p: MIAParams) -> MIASplit:
 
     if p.dataset == "digits":
         return digits_mia_split(int(p.size or 16), p.split_seed)
+    if p.dataset == "digit-instances":
+        from ..data.instances import digits_instance_split
+        return digits_instance_split(int(p.size or 32), p.instances, p.copies, seed=p.split_seed)
+    if p.dataset != "folder":
+        from ..errors import UnknownOptionError
+        raise UnknownOptionError(f"dataset must be digits, digit-instances or folder, got {p.dataset!r}.")
     if p.root is None:
         from ..errors import ParameterError
         raise ParameterError("dataset: folder needs root (the private image folder, root/<identity>/<image>).")

@@ -119,6 +119,21 @@ def analyse(rows, p: MIAParams) -> dict:
             out["treatment"]["test_acc_treated"] = sum(tacc[1.0]) / len(tacc[1.0])
         except ReconguardError as exc:
             out["treatment_error"] = str(exc)
+        for key in ("selection_only", "baseline"):  # the same experiment on the attacks beside the main one
+            if all(key in r.evaluation for r, _ in units):
+                try:
+                    te = treatment_effect([r.evaluation[key]["att_acc1"] for r, _ in units], [d for _, d in units])
+                    out[f"treatment_{key}"] = te.to_dict()
+                except ReconguardError as exc:
+                    out[f"treatment_{key}_error"] = str(exc)
+    # the gate (AT-AT paper Table 4): the control's robust accuracy at the largest ε — near 0 in the paper's
+    # regime, where the attack needs the model's gradients; large when the classes rest on robust features
+    ctrl = [r for r in rows if r.defense == control and "robust" in r.evaluation]
+    if ctrl:
+        e = max(ctrl[0].evaluation["robust"], key=float)
+        vals = [r.evaluation["robust"][e]["worst"] for r in ctrl]
+        out["gate"] = {"defense": control, "eps": float(e), "robust_acc": sum(vals) / len(vals), "n": len(vals),
+                       "near_zero": sum(vals) / len(vals) <= 0.1}
     # the tradeoff regressions (section 4): leakage on clean accuracy and robust accuracies
     if all("robust" in r.evaluation for r in scored):
         eps = [e for e in scored[0].evaluation["robust"] if all(e in r.evaluation["robust"] for r in scored)]

@@ -114,7 +114,9 @@ class RobustSettings:
 class MIAParams:
     """A ``mia`` recipe: which defenses are trained on which data, and how their leakage is measured."""
 
-    dataset: str = "digits"        # digits (ships with scikit-learn) or folder (root / public_root)
+    dataset: str = "digits"        # digits (classes 0–4), digit-instances (one class per digit image), or folder
+    instances: int = _int(10, 1, 150)  # digit-instances: instances of each digit 0–4 (classes = 5 × instances)
+    copies: int = _int(40, 4, 10_000)  # digit-instances: augmented copies of each instance
     root: str | None = None
     public_root: str | None = None
     size: int | None = _int(None, 1, 4096)  # image side: 16 for digits, 224 for folders when not given

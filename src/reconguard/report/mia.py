@@ -182,6 +182,20 @@ def render_mia_html(result, figures) -> str:
             f"Δ = {t['delta']:+.3f} ({t['delta_ci'][0]:+.3f} to {t['delta_ci'][1]:+.3f}); OLS ATE {t['ols_ate']:+.3f} "
             f"(HC2, t: {t['ols_ci'][0]:+.3f} to {t['ols_ci'][1]:+.3f}). Test accuracy: control "
             f"{t['test_acc_control']:.3f}, AT-AT {t['test_acc_treated']:.3f}.</p>")
+        for key, what in (("treatment_selection_only", "the selection-only attack (0 optimisation steps)"),
+                          ("treatment_baseline", "plain gradient inversion")):
+            if key in a:
+                s = a[key]
+                parts.append(f"<p>The same experiment for {what}: AttAcc@1 {s['mu_control']:.3f} → {s['mu_treated']:.3f}, "
+                             f"odds ratio {s['odds_ratio']:.3g} (95 % CI {s['odds_ratio_ci'][0]:.3g}–"
+                             f"{s['odds_ratio_ci'][1]:.3g}); Δ = {s['delta']:+.3f} ({s['delta_ci'][0]:+.3f} to "
+                             f"{s['delta_ci'][1]:+.3f}).</p>")
+    if "gate" in a:
+        g = a["gate"]
+        parts.append(f"<p><b>Gate</b> (Table 4): {html.escape(g['defense'])} robust accuracy at ε = {g['eps']:g} is "
+                     f"{g['robust_acc']:.3f} over {g['n']} models — "
+                     + ("near 0, the paper's regime." if g["near_zero"] else "not near 0 (the paper has 0): the classes "
+                        "rest on robust features, and a defense acting on input gradients has less to remove.") + "</p>")
     for key, title in (("ols_hc2", "OLS of AttAcc@1, HC2 errors, t intervals (Table 5)"),
                        ("beta", "Beta regression (logit link), Wald intervals (Table 5)")):
         if key in a:
@@ -224,6 +238,15 @@ def mia_summary(result, out_dir=None) -> str:
     if t:
         lines.append(f"  randomised AT-AT vs NoDef: AttAcc@1 {t['mu_control']:.3f} → {t['mu_treated']:.3f}, odds ratio "
                      f"{t['odds_ratio']:.3g} (95% CI {t['odds_ratio_ci'][0]:.3g}–{t['odds_ratio_ci'][1]:.3g})")
+    for key, what in (("treatment_selection_only", "selection only"), ("treatment_baseline", "gradient inversion")):
+        s = result.analysis.get(key)
+        if s:
+            lines.append(f"    {what}: AttAcc@1 {s['mu_control']:.3f} → {s['mu_treated']:.3f}, odds ratio "
+                         f"{s['odds_ratio']:.3g} (95% CI {s['odds_ratio_ci'][0]:.3g}–{s['odds_ratio_ci'][1]:.3g})")
+    g = result.analysis.get("gate")
+    if g:
+        lines.append(f"  gate: {g['defense']} robust accuracy at ε = {g['eps']:g} is {g['robust_acc']:.3f} "
+                     f"({'near 0, as in the paper' if g['near_zero'] else 'not near 0: the paper has 0 here'})")
     if out_dir is not None:
         lines.append(f"  report: {out_dir}/report.html   data: {out_dir}/results.json")
     return "\n".join(lines)

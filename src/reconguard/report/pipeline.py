@@ -138,10 +138,12 @@ def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path |
 
 
 def _private_examples(result):
-    """Real private training images for the reconstruction grid's first row (digits only; None otherwise)."""
-    if result.settings.get("dataset", "digits") != "digits":
+    """Real private training images for the reconstruction grid's first row (the shipped data sets; None for a
+    user's folder)."""
+    if result.settings.get("dataset", "digits") == "folder":
         return None
-    from ..data.splits import digits_mia_split
+    from ..experiments.mia import load_split
+    from ..experiments.params import MIAParams
 
-    split = digits_mia_split(int(result.settings.get("size", 16)), int(result.settings.get("split_seed", 0)))
+    split = load_split(MIAParams.from_dict(result.settings))
     return split.train.images, split.train.labels

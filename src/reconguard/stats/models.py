@@ -125,7 +125,14 @@ def beta_regression(y, X, *, constant: bool = True, names=None, level: float = 0
     theta = np.asarray(fit.params, dtype=np.float64)
     if not np.all(np.isfinite(theta)):
         raise ParameterError("the Beta regression did not converge (non-finite estimates); check the data.")
-    cov = np.asarray(fit.cov_params(), dtype=np.float64)
+    try:
+        cov = np.asarray(fit.cov_params(), dtype=np.float64)
+    except (ValueError, np.linalg.LinAlgError) as exc:  # e.g. every response equal: no curvature to invert
+        raise ParameterError(f"the Beta regression has no covariance for its estimates ({exc}); the responses are "
+                             "too few or too alike to fit.") from None
+    if not np.all(np.isfinite(cov)) or (np.diag(cov) < 0).any():
+        raise ParameterError("the Beta regression's covariance is not finite; the responses are too few or too "
+                             "alike to fit.")
     bse = np.sqrt(np.diag(cov))
     z = theta / bse
     q = stats.norm.ppf(0.5 + level / 2)
