@@ -160,12 +160,11 @@ def test_audit_classifier_leakage_table(tmp_path):
                  str(tmp_path / "w.pt"), "--classes", "5", "--private", "digits", "--public", "digits", "--preset",
                  "smoke", "--quiet", "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())
-    names = [r["attack"] for r in res["leakage"]]
-    assert names == ["generative prior (PPA-style)", "selection only (0 steps)", "gradient inversion (no prior)",
-                     "chance (a guess)"]
-    for r in res["leakage"]:
+    assert list(res["leakage"]) == ["generative prior (PPA-style)", "selection only (0 steps)",
+                                    "gradient inversion (no prior)", "chance (a guess)"]
+    for r in res["leakage"].values():
         assert 0 <= r["att_acc1_ci"][0] <= r["att_acc1"] <= r["att_acc1_ci"][1] <= 1
-    assert res["leakage"][-1]["att_acc1"] == pytest.approx(0.2)
+    assert res["leakage"]["chance (a guess)"]["att_acc1"] == pytest.approx(0.2)
     assert set(res["robust"]) == {"0.031", "0.0025", "0.0005", "1e-05"}
     assert all(0 <= v <= 1 for v in res["robust"].values()) and res["test_acc"] > 0.5
     page = (out / "report.html").read_text()
@@ -195,12 +194,13 @@ def test_audit_encrypted_scores_as_instahide_attack(tmp_path, capsys):
     for method, line in expected.items():
         s = score_challenge(np.load(tmp_path / f"{method}.npy"), t)
         assert s.summary() == line  # what `instahide attack --truth` printed
-        assert rows[method]["identified"] == pytest.approx(s.identified)
-        assert rows[method]["matched_ssim"] == pytest.approx(s.matched_ssim)
-        assert rows[method]["baseline_identified"] == pytest.approx(s.baseline.identified)
+        got = rows[method]["score"]
+        assert got["identified"] == pytest.approx(s.identified)
+        assert got["matched_ssim"] == pytest.approx(s.matched_ssim)
+        assert got["baseline"]["identified"] == pytest.approx(s.baseline.identified)
         assert (out / f"recovered_{method}.npy").is_file()
     assert res["ks"] is not None and "Verdict" in (out / "report.html").read_text()
-    assert rows["carlini"]["identified"] > rows["carlini"]["baseline_identified"]
+    assert rows["carlini"]["score"]["identified"] > rows["carlini"]["score"]["baseline"]["identified"]
 
 
 def test_audit_encoder_python_api_bfloat16_uint8_trained_score():

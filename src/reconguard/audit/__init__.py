@@ -6,10 +6,10 @@ dataclasses; ``reconguard audit encoder|encrypted|classifier`` is a thin layer o
 ``results.json``). This room composes bounds, attacks and metrics; it holds no maths of its own.
 """
 
-from .classifier import ClassifierAudit, LeakageRow, classifier
+from .classifier import ClassifierAudit, classifier
 from .encoder import EncoderAudit, encoder
 from .encrypted import EncryptedAudit, RecoveryRow, encrypted
 from .loading import ImageModel, load_images, load_model
 
 __all__ = ["encoder", "EncoderAudit", "encrypted", "EncryptedAudit", "RecoveryRow", "classifier", "ClassifierAudit",
-           "LeakageRow", "load_model", "load_images", "ImageModel"]
+           "load_model", "load_images", "ImageModel"]

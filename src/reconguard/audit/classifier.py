@@ -37,16 +37,6 @@ PRESETS = {
 
 
 @dataclass(frozen=True)
-class LeakageRow(Result):
-    attack: str
-    att_acc1: float
-    att_acc1_ci: tuple
-    att_acc5: float | None = None
-    feature_l2: float | None = None
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
 class ClassifierAudit(Result):
     model: str
     num_classes: int
@@ -54,7 +44,7 @@ class ClassifierAudit(Result):
     data: str
     test_acc: float
     eval_acc: float             # the evaluation classifier that scores AttAcc
-    leakage: list               # LeakageRow per attack, the chance row last
+    leakage: dict               # attack → evaluate_inversion's numbers (att_acc1, att_acc1_ci, …); chance last
     robust: dict                # ε → robust accuracy (worst over the attacks)
     hsic: dict
     preset: str
@@ -83,11 +73,6 @@ def _split(private, public, num_classes: int | None, size: int | None, seed: int
     C = int(num_classes or int(y.max()) + 1)
     train, val, test = split_private(ImageDataset(x, y, "private"), seed)
     return MIASplit(train, val, test, ImageDataset(pub, None, "public"), C), str(private)
-
-
-def _row(name: str, metrics: dict) -> LeakageRow:
-    return LeakageRow(name, metrics["att_acc1"], tuple(metrics["att_acc1_ci"]), metrics.get("att_acc5"),
-                      metrics.get("feature_l2"), metrics.get("seconds", 0.0))
 
 
 def classifier(model, private="digits", public="digits", *, num_classes: int | None = None, weights=None,
@@ -134,11 +119,11 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
     test_acc = accuracy(target, split.test)
     row = DefenseRow(NO_DEFENSE, "your model", seed, test_acc, accuracy(target, split.train), float("nan"), -1, 0, 0.0)
     evaluation, example = evaluator.evaluate(target, row)
-    leakage = [_row("generative prior (PPA-style)", evaluation["attack"]),
-               _row("selection only (0 steps)", evaluation["selection_only"]),
-               _row("gradient inversion (no prior)", evaluation["baseline"])]
+    leakage = {"generative prior (PPA-style)": evaluation["attack"],
+               "selection only (0 steps)": evaluation["selection_only"],
+               "gradient inversion (no prior)": evaluation["baseline"]}
     n, chance = split.num_classes * cfg["finals"], 1.0 / split.num_classes  # as many guesses as reconstructions
-    leakage.append(LeakageRow("chance (a guess)", chance, tuple(wilson_interval(round(chance * n), n))))
+    leakage["chance (a guess)"] = {"att_acc1": chance, "att_acc1_ci": tuple(wilson_interval(round(chance * n), n))}
     rob = {e: v["worst"] for e, v in (evaluation.get("robust") or {}).items()}
     return ClassifierAudit(str(name), split.num_classes, tuple(split.train.shape), data_name, test_acc,
                            float(evaluator.eval_acc), leakage, rob, evaluation.get("hsic") or {}, preset,

@@ -41,6 +41,8 @@ SCORES = ("exact", "trained", "ddpm:DIR")
 
 @dataclass(frozen=True)
 class AttackScore(Result):
+    """An attack's MSE per pixel on the held-out images, its standard error, and what it chose (e.g. β)."""
+
     name: str
     mse: float
     stderr: float
@@ -49,6 +51,9 @@ class AttackScore(Result):
 
 @dataclass(frozen=True)
 class SigmaAudit(Result):
+    """One noise level: what the theory guarantees (the bound, Theorem 1, the ceiling, RTC) and what the attacks
+    and a guess reach on held-out images."""
+
     sigma: float
     bound: dict          # the largest valid lower bound: name, value (LCB), point, stderr
     maeng: float         # Theorem 1 (always ≤ the bound above)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..attacks.instahide import ChallengeScore, score_challenge
 from ..errors import ParameterError, UnknownOptionError
 from ..results import Result
 
@@ -23,14 +24,14 @@ ATTACKS = ("carlini", "averaging", "ks")
 
 @dataclass(frozen=True)
 class RecoveryRow(Result):
+    """One attack's recovery; ``score`` (``identified``, 1-to-1 SSIM and their random-non-member ``baseline``) when
+    the truth was given."""
+
     attack: str
     description: str
     n_recovered: int
-    identified: float | None = None
-    matched_ssim: float | None = None
-    baseline_identified: float | None = None
-    baseline_ssim: float | None = None
-    seconds: float = 0.0
+    seconds: float
+    score: ChallengeScore | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,6 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
               m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
               progress: bool = False) -> EncryptedAudit:
     """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given."""
-    from ..attacks.instahide import score_challenge
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
     from .loading import load_images
 
@@ -84,11 +84,7 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
         r = attack_challenge(ch, name, images, restarts=restarts, label_free=label_free, m=m, demask=demask,
                              pool=pool, seed=seed, progress=progress)
         recovered[name] = r.images
-        row = RecoveryRow(name, r.description, len(r.images), seconds=r.seconds)
-        if truth is not None:
-            s = score_challenge(r.images, truth)
-            row = RecoveryRow(name, r.description, len(r.images), s.identified, s.matched_ssim,
-                              s.baseline.identified, s.baseline.matched_ssim, r.seconds)
-        rows.append(row)
+        score = score_challenge(r.images, truth) if truth is not None else None
+        rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score))
     return EncryptedAudit(str(Path(folder)), ch.k, ch.mode, ch.n, int(ch.encryptions.shape[0]),
                           None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered)

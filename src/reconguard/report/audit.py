@@ -19,6 +19,17 @@ def _pm(a) -> str:
     return f"{fmt(a.mse)} ± {fmt(a.stderr)}"
 
 
+def _foot(figures) -> str:
+    return (f"{figures_html(figures)}\n<p class=\"note\">Numbers are read from <code>results.json</code> beside this "
+            "page.</p>\n</body></html>\n")
+
+
+def _summary(head: str, rows: list, out_dir) -> str:
+    """The terminal summary: a head line, one line per row, and where the report is."""
+    tail = [f"  report: {Path(out_dir) / 'report.html'}"] if out_dir is not None else []
+    return "\n".join([head, *(f"  {r}" for r in rows), *tail])
+
+
 # --- encoder ---------------------------------------------------------------------------------------------------
 
 def plot_encoder_audit(result, path: Path) -> Path:
@@ -102,34 +113,27 @@ under π; RTC = ln(ceiling / bound). A row where an attack falls below the bound
 <p>S from the {html.escape(result.score)} score: smallest eigenvalue of Σ^½SΣ^½ {fmt(q.get('min'))}; fraction below the
 sampling-noise floor {fmt(q.get('noise_floor'))}: {fmt(q.get('fraction_below_floor'))} (a correct S has none beyond
 noise). Bound path: {html.escape(result.bound_path)}.</p>
-{figures_html(figures)}
-<p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
-</body></html>
-"""
+{_foot(figures)}"""
 
 
 def encoder_audit_summary(result, out_dir=None) -> str:
-    lines = [f"audit encoder: {result.model} — {result.n_images} images {tuple(result.in_shape)}, m = {result.m}, "
-             f"preset {result.preset}, {result.seconds:.0f} s"]
-    for r in result.rows:
-        lines.append(f"  σ = {r.sigma:g}: {r.verdict()} [{r.bound['name']}]")
-    if out_dir is not None:
-        lines.append(f"  report: {Path(out_dir) / 'report.html'}")
-    return "\n".join(lines)
+    return _summary(f"audit encoder: {result.model} — {result.n_images} images {tuple(result.in_shape)}, "
+                    f"m = {result.m}, preset {result.preset}, {result.seconds:.0f} s",
+                    [f"σ = {r.sigma:g}: {r.verdict()} [{r.bound['name']}]" for r in result.rows], out_dir)
 
 
 # --- classifier ------------------------------------------------------------------------------------------------
 
 def plot_leakage_rows(result, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.8, 3.2))
-    rows = result.leakage
+    names, rows = list(result.leakage), list(result.leakage.values())
     ys = np.arange(len(rows))
-    vals = [r.att_acc1 for r in rows]
-    lo = [max(0.0, v - r.att_acc1_ci[0]) for v, r in zip(vals, rows)]
-    hi = [max(0.0, r.att_acc1_ci[1] - v) for v, r in zip(vals, rows)]
+    vals = [r["att_acc1"] for r in rows]
+    lo = [max(0.0, v - r["att_acc1_ci"][0]) for v, r in zip(vals, rows)]
+    hi = [max(0.0, r["att_acc1_ci"][1] - v) for v, r in zip(vals, rows)]
     colours = ["tab:red", "tab:orange", "tab:blue", "tab:gray"][:len(rows)]
     ax.barh(ys, vals, xerr=[lo, hi], color=colours, capsize=3)
-    ax.set_yticks(ys, [r.attack for r in rows], fontsize=8)
+    ax.set_yticks(ys, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("AttAcc@1 (Wilson 95% CI), scored by a separate evaluation classifier")
@@ -149,12 +153,12 @@ def classifier_figures(result, folder: Path) -> list:
 
 
 def render_classifier_audit(result, figures) -> str:
-    chance = result.leakage[-1].att_acc1
-    body = [row_html([html.escape(r.attack), f"{fmt(r.att_acc1)} [{r.att_acc1_ci[0]:.2f}, {r.att_acc1_ci[1]:.2f}]",
-                      fmt(r.att_acc5), fmt(r.feature_l2), f"{r.seconds:.1f}"]) for r in result.leakage]
-    gen, sel = result.leakage[0], result.leakage[1]
-    verdict = (f"the strongest attack identifies the target class in {100 * gen.att_acc1:.0f}% of reconstructions "
-               f"(chance {100 * chance:.0f}%); {100 * sel.att_acc1:.0f}% needs no gradient of your model at all "
+    body = [row_html([html.escape(name), f"{fmt(r['att_acc1'])} [{r['att_acc1_ci'][0]:.2f}, {r['att_acc1_ci'][1]:.2f}]",
+                      fmt(r.get("att_acc5")), fmt(r.get("feature_l2")), f"{r.get('seconds', 0.0):.1f}"])
+            for name, r in result.leakage.items()]
+    gen, sel, _, chance = (r["att_acc1"] for r in result.leakage.values())
+    verdict = (f"the generative attack identifies the target class in {100 * gen:.0f}% of reconstructions "
+               f"(chance {100 * chance:.0f}%); {100 * sel:.0f}% needs no gradient of your model at all "
                "(selection only): a defense that keeps accuracy cannot remove that part")
     rob = "".join(row_html([f"{float(e):g}", fmt(v)]) for e, v in sorted(result.robust.items(), key=lambda t: float(t[0])))
     hsic = "".join(row_html([html.escape(k), fmt(v)]) for k, v in result.hsic.items()) or \
@@ -174,22 +178,16 @@ scores; an attack is only worth its margin over it.</p>
 <table>{_head(["ε", "robust accuracy"])}{rob}</table>
 <h2>HSIC(X, Z) at the named layers</h2>
 <table>{_head(["layer", "HSIC"])}{hsic}</table>
-{figures_html(figures)}
-<p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
-</body></html>
-"""
+{_foot(figures)}"""
 
 
 def classifier_audit_summary(result, out_dir=None) -> str:
-    lines = [f"audit classifier: {result.model} — {result.num_classes} classes, test accuracy {result.test_acc:.3f}, "
-             f"preset {result.preset}, {result.seconds:.0f} s"]
-    for r in result.leakage:
-        lines.append(f"  {r.attack:32s} AttAcc@1 {r.att_acc1:.3f} [{r.att_acc1_ci[0]:.2f}, {r.att_acc1_ci[1]:.2f}]")
-    for e, v in sorted(result.robust.items(), key=lambda t: float(t[0])):
-        lines.append(f"  robust accuracy at ε = {float(e):g}: {v:.3f}")
-    if out_dir is not None:
-        lines.append(f"  report: {Path(out_dir) / 'report.html'}")
-    return "\n".join(lines)
+    leakage = [f"{name:32s} AttAcc@1 {r['att_acc1']:.3f} [{r['att_acc1_ci'][0]:.2f}, {r['att_acc1_ci'][1]:.2f}]"
+               for name, r in result.leakage.items()]
+    robust = [f"robust accuracy at ε = {float(e):g}: {v:.3f}"
+              for e, v in sorted(result.robust.items(), key=lambda t: float(t[0]))]
+    return _summary(f"audit classifier: {result.model} — {result.num_classes} classes, test accuracy "
+                    f"{result.test_acc:.3f}, preset {result.preset}, {result.seconds:.0f} s", leakage + robust, out_dir)
 
 
 # --- encrypted -------------------------------------------------------------------------------------------------
@@ -207,15 +205,21 @@ def _pct(v) -> str:
     return "—" if v is None else f"{100 * v:.0f}%"
 
 
+def _scores(r) -> list:
+    s = r.score
+    if s is None:
+        return ["—"] * 4
+    return [_pct(s.identified), fmt(s.matched_ssim), _pct(s.baseline.identified), fmt(s.baseline.matched_ssim)]
+
+
 def render_encrypted_audit(result, figures) -> str:
-    body = [row_html([html.escape(r.attack), html.escape(r.description), r.n_recovered, _pct(r.identified),
-                      fmt(r.matched_ssim), _pct(r.baseline_identified), fmt(r.baseline_ssim), f"{r.seconds:.1f}"])
-            for r in result.rows]
-    scored = [r for r in result.rows if r.identified is not None]
+    body = [row_html([html.escape(r.attack), html.escape(r.description), r.n_recovered, *_scores(r),
+                      f"{r.seconds:.1f}"]) for r in result.rows]
+    scored = [r for r in result.rows if r.score is not None]
     if scored:
-        best = max(scored, key=lambda r: r.identified)
-        verdict = (f"{best.attack} identifies {_pct(best.identified)} of the private images (random non-members: "
-                   f"{_pct(best.baseline_identified)}); 1-to-1 SSIM {fmt(best.matched_ssim)}")
+        best = max(scored, key=lambda r: r.score.identified)
+        verdict = (f"{best.attack} identifies {_pct(best.score.identified)} of the private images (random "
+                   f"non-members: {_pct(best.score.baseline.identified)}); 1-to-1 SSIM {fmt(best.score.matched_ssim)}")
     else:
         verdict = "no truth folder given: the recovered images are beside this page for the owner to judge"
     ks = ""
@@ -234,21 +238,17 @@ n = {result.n}; truth {html.escape(str(result.truth))}; {result.seconds:.0f} s.<
 among the private images and non-members; <b>baseline</b>: the same for random non-member images submitted as the
 recovery — an attack is only worth its margin over it.</p>
 {ks}
-{figures_html(figures)}
-<p class="note">Numbers are read from <code>results.json</code> beside this page.</p>
-</body></html>
-"""
+{_foot(figures)}"""
+
+
+def _recovery_line(r) -> str:
+    if r.score is None:
+        return f"{r.attack:10s} {r.n_recovered} images recovered (no truth to score them)"
+    ident, ssim, b_ident, b_ssim = _scores(r)
+    return f"{r.attack:10s} identified {ident}, 1-to-1 SSIM {ssim} (baseline {b_ident}, {b_ssim})"
 
 
 def encrypted_audit_summary(result, out_dir=None) -> str:
-    lines = [f"audit encrypted: {result.folder} — {result.n_encryptions} encryptions, k = {result.k}, {result.mode}"]
-    for r in result.rows:
-        score = (f"identified {_pct(r.identified)}, 1-to-1 SSIM {fmt(r.matched_ssim)} (baseline "
-                 f"{_pct(r.baseline_identified)}, {fmt(r.baseline_ssim)})" if r.identified is not None else
-                 f"{r.n_recovered} images recovered (no truth to score them)")
-        lines.append(f"  {r.attack:10s} {score}")
-    if result.ks:
-        lines.append(f"  KS: vs all {result.ks['statistic_all']:.3f} (p {result.ks['pvalue_all']:.3g})")
-    if out_dir is not None:
-        lines.append(f"  report: {Path(out_dir) / 'report.html'}")
-    return "\n".join(lines)
+    ks = [f"KS: vs all {result.ks['statistic_all']:.3f} (p {result.ks['pvalue_all']:.3g})"] if result.ks else []
+    return _summary(f"audit encrypted: {result.folder} — {result.n_encryptions} encryptions, k = {result.k}, "
+                    f"{result.mode}", [_recovery_line(r) for r in result.rows] + ks, out_dir)
