@@ -152,12 +152,15 @@ class GenerativeInversion(Attack):
                 cand = torch.cat([gen(z0[i:i + self.batch]) for i in range(0, len(z0), self.batch)])
                 num_classes = num_classes or int(target_model(cand[:1]).shape[1])
             targets = _targets(num_classes, classes, 1)
-            zs, ts = [], []
-            for c in targets.tolist():  # stage 1: the most confident candidates for each class
-                t = torch.full((len(cand),), c, device=device)
-                conf = _mean_confidence(target_model, cand, t, self.transform, self.n_transforms)
-                zs.append(z0[conf.topk(self.keep).indices])
-                ts.append(torch.full((self.keep,), c))
+            # stage 1: the most confident candidates for each class — every class's mean confidence from the same
+            # n_transforms passes over the candidates (one softmax serves all classes)
+            with torch.no_grad():
+                conf_all = torch.zeros(len(cand), num_classes, device=device)
+                for _ in range(self.n_transforms):
+                    conf_all += torch.cat([torch.softmax(target_model(self.transform(cand[i:i + self.batch])), 1)
+                                           for i in range(0, len(cand), self.batch)])
+            zs = [z0[conf_all[:, c].topk(self.keep).indices] for c in targets.tolist()]
+            ts = [torch.full((self.keep,), c) for c in targets.tolist()]
             z = torch.cat(zs).clone().requires_grad_(True)
             t = torch.cat(ts).to(device)
             opt = torch.optim.Adam([z], lr=self.lr)
