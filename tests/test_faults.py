@@ -1,4 +1,6 @@
-"""The fault suite: the real CLI (a subprocess), run the way users get it wrong.
+"""The fault suite: the real CLI, run the way users get it wrong — a subprocess where the process itself matters
+(signals, kills, locks between two runs, the first refusal of each kind), ``main()`` in this process for the many
+refusals of bad input that follow (the same code path, without 2 s of interpreter start each).
 
 Every case ends with exit 2 (130 for Ctrl-C), exactly one line ``reconguard: error: …`` (or
 ``reconguard: interrupted; …``) on stderr that names the problem, no traceback, no partial output, and
@@ -25,6 +27,27 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 def rg(*args, cwd, timeout=300):
     return subprocess.run([sys.executable, "-m", "reconguard", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=ENV)
+
+
+def cli(*args, cwd):
+    """``main(args)`` in this process from ``cwd``, with the subprocess result's shape (returncode, stdout, stderr)."""
+    import contextlib
+    import io
+    from types import SimpleNamespace
+
+    from reconguard.cli import main
+
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as exc:  # argparse's own refusals exit from inside main
+                code = exc.code
+    finally:
+        os.chdir(here)
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def snapshot(root: Path) -> dict:
@@ -57,27 +80,26 @@ def test_out_never_deletes_or_replaces_a_users_files(work):
     before = snapshot(work)
     assert_refused(rg("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", cwd=work),
                    "user", "--force")
-    assert_refused(rg("demo", "--preset", "smoke", "--out", "afile", "--quiet", cwd=work), "existing file")
-    assert_refused(rg("bound", "--out", "afile", "--quiet", cwd=work), "afile", "--force")
-    assert_refused(rg("instahide", "challenge", "--n", "4", "--T", "2", "--k", "2", "--out", "user", cwd=work), "user")
+    assert_refused(cli("demo", "--preset", "smoke", "--out", "afile", "--quiet", cwd=work), "existing file")
+    assert_refused(cli("bound", "--out", "afile", "--quiet", cwd=work), "afile", "--force")
+    assert_refused(cli("instahide", "challenge", "--n", "4", "--T", "2", "--k", "2", "--out", "user", cwd=work), "user")
     assert snapshot(work) == before
-    # a previous run of the same command may be replaced; another command's results may not
-    assert rg("run", "fig2-linear", "--preset", "smoke", "--out", "new", "--quiet", cwd=work).returncode == 0
-    assert rg("run", "fig2-linear", "--preset", "smoke", "--out", "new", "--quiet", cwd=work).returncode == 0
-    kept = snapshot(work)
-    assert_refused(rg("run", "fig4-skew", "--preset", "smoke", "--out", "new", "--quiet", cwd=work), "fig2-linear")
-    assert snapshot(work) == kept
     # --force is the explicit way through
     assert rg("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", "--force", cwd=work).returncode == 0
     assert not (work / "user" / "precious.txt").exists() and (work / "user" / "report.html").exists()
+    # a previous run of the same command may be replaced; another command's results may not
+    assert cli("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", cwd=work).returncode == 0
+    kept = snapshot(work)
+    assert_refused(cli("run", "fig4-skew", "--preset", "smoke", "--out", "user", "--quiet", cwd=work), "fig2-linear")
+    assert snapshot(work) == kept
 
 
 def test_result_names_carry_their_parameters(work):
     for alpha in ("1", "3"):
-        assert rg("bound", "--encoder", "skewed", "--alpha", alpha, "--quiet", cwd=work).returncode == 0
+        assert cli("bound", "--encoder", "skewed", "--alpha", alpha, "--quiet", cwd=work).returncode == 0
     assert len(list((work / "runs" / "bound").glob("[!.]*.json"))) == 2
     for k in ("0", "4"):
-        assert rg("attack", "gradients", "--instahide-k", k, "--steps", "2", "--quiet", cwd=work).returncode == 0
+        assert cli("attack", "gradients", "--instahide-k", k, "--steps", "2", "--quiet", cwd=work).returncode == 0
     assert len(list((work / "runs" / "attacks").glob("[!.]*.json"))) == 2
 
 
@@ -95,9 +117,10 @@ def test_corrupt_model_files(work):
               cwd=work).returncode == 0
     (work / "truncated.pt").write_bytes((work / "enc.pt").read_bytes()[:200])
     before = snapshot(work)
+    assert_refused(rg("bound", "--encoder-file", "random.pt", "--size", "8", "--quiet", cwd=work), "random.pt")
     for f in ("random.pt", "empty.pt", "truncated.pt"):
-        assert_refused(rg("bound", "--encoder-file", f, "--size", "8", "--quiet", cwd=work), f)
-        assert_refused(rg("score", "check", "--model", f, "--quiet", cwd=work), f)
+        assert_refused(cli("bound", "--encoder-file", f, "--size", "8", "--quiet", cwd=work), f)
+        assert_refused(cli("score", "check", "--model", f, "--quiet", cwd=work), f)
     assert snapshot(work) == before
 
 
@@ -146,27 +169,29 @@ def test_bad_arrays_for_the_instahide_commands(work):
         np.save(work / name / "encryptions.npy", e)
         np.save(work / name / "labels.npy", lab)
     before = snapshot(work)
+    assert_refused(rg("instahide", "attack", "carlini", "--challenge", "nan", "--n", "6", "--k", "2", "--quiet",
+                      cwd=work))
     for folder in ("nan", "flat", "nanlab"):
         for method in ("carlini", "averaging"):
-            assert_refused(rg("instahide", "attack", method, "--challenge", folder, "--n", "6", "--k", "2", "--quiet",
-                              cwd=work))
+            assert_refused(cli("instahide", "attack", method, "--challenge", folder, "--n", "6", "--k", "2", "--quiet",
+                               cwd=work))
     np.save(work / "rec-nan.npy", np.full((6, 1, 8, 8), np.nan))
     np.save(work / "rec-shape.npy", np.zeros((6, 5)))
     before = snapshot(work)
     for f in ("rec-nan.npy", "rec-shape.npy", "missing.npy"):
-        assert_refused(rg("instahide", "score", "--recovered", f, "--truth", "t", cwd=work), f.split(".")[0])
+        assert_refused(cli("instahide", "score", "--recovered", f, "--truth", "t", cwd=work), f.split(".")[0])
     # the challenge says what it is: a wrong --k is refused instead of running silently
-    assert_refused(rg("instahide", "attack", "carlini", "--challenge", "c", "--k", "4", "--quiet", cwd=work),
+    assert_refused(cli("instahide", "attack", "carlini", "--challenge", "c", "--k", "4", "--quiet", cwd=work),
                    "challenge.json")
-    assert_refused(rg("instahide", "challenge", "--k", "0", "--out", "c0", cwd=work), "k")
+    assert_refused(cli("instahide", "challenge", "--k", "0", "--out", "c0", cwd=work), "k")
     assert snapshot(work) == before
 
 
 def test_sizes_that_cannot_fit(work):
     assert_refused(rg("bound", "--m", "1000000000", "--quiet", cwd=work), "GiB")
-    assert_refused(rg("bound", "--size", "100000", "--quiet", cwd=work), "GiB")
-    assert_refused(rg("bound", "--m", "1e9", "--quiet", cwd=work), "--m")
-    assert_refused(rg("instahide", "search", "--k", "1000000000", "--quiet", cwd=work), "k")
+    assert_refused(cli("bound", "--size", "100000", "--quiet", cwd=work), "GiB")
+    assert_refused(cli("bound", "--m", "1e9", "--quiet", cwd=work), "--m")
+    assert_refused(cli("instahide", "search", "--k", "1000000000", "--quiet", cwd=work), "k")
     import torch
 
     from reconguard.classifiers import build_classifier, save_classifier
@@ -174,7 +199,7 @@ def test_sizes_that_cannot_fit(work):
                     {"arch": "cnn", "num_classes": 5, "in_shape": [1, 16, 16], "width": 8, "defense": "nodef",
                      "data": "digits", "size": 16})
     del torch
-    assert_refused(rg("evaluate", "m.pt", "--candidates", "1000000000", "--out", "e.json", cwd=work), "candidates")
+    assert_refused(cli("evaluate", "m.pt", "--candidates", "1000000000", "--out", "e.json", cwd=work), "candidates")
     assert not (work / "runs").exists() and not (work / "e.json").exists()
 
 

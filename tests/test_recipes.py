@@ -11,7 +11,7 @@ RECIPES = ["fig2-linear", "fig3-lpips", "fig4-skew", "fig5-dnn", "fig6-lpips-dnn
 
 
 def test_all_figures_have_recipes_with_three_presets():
-    others = ["instahide-accuracy", "instahide-attacks", "mia-defenses", "mia-tradeoff"]
+    others = ["instahide-accuracy", "instahide-attacks", "mia-defenses", "mia-instances", "mia-tradeoff"]
     assert sorted(list_recipes()) == sorted(RECIPES + others)
     for name in RECIPES + others:
         assert set(load_recipe(name)["presets"]) == {"smoke", "cpu", "paper"}
