@@ -153,13 +153,14 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
                              "audit smaller images (e.g. resize to 64×64) or use `reconguard bound --path lowrank`.")
     prior = smoothed_empirical_prior(train, sigma_s, name="your images")
     score_fn, exact = _score(score, prior, train, sigma_s, cfg["score_epochs"], seed, device, progress)
-    samples = prior.sample(max(cfg["k"], cfg["score_samples"]), generator=torch.Generator().manual_seed(seed + 1))
+    n_s = max(cfg["score_samples"], 2 * d + 100)  # S = E[s sᵀ] is d×d: a Monte-Carlo mean of fewer than d terms
+    samples = prior.sample(max(cfg["k"], n_s), generator=torch.Generator().manual_seed(seed + 1))  # is singular
     with torch.no_grad():
         if exact:
-            S = estimate_score_matrix(prior, n=cfg["score_samples"], seed=seed + 2)
+            S = estimate_score_matrix(prior, n=n_s, seed=seed + 2)
         else:
-            S = estimate_score_matrix(score_fn, samples[:cfg["score_samples"]])
-    quality = score_quality(S, samples[:cfg["score_samples"]]).to_dict()
+            S = estimate_score_matrix(score_fn, samples[:n_s])
+    quality = score_quality(S, samples[:n_s]).to_dict()
     quality.pop("eigenvalues", None)
     method = "loop" if isinstance(module, torch.jit.ScriptModule) else "auto"
     fisher = estimate_fisher(wrapped, samples[:cfg["k"]].to(torch.float32), k=cfg["k"], seed=seed, method=method,
