@@ -222,3 +222,24 @@ def test_audit_encoder_python_api_bfloat16_uint8_trained_score():
         assert row.best.mse >= row.bound["value"] - 3 * row.best.stderr
     assert enc[0].weight.dtype == torch.bfloat16 and all(p.requires_grad for p in enc.parameters())  # untouched
     json.dumps(res.to_dict())
+
+
+def test_audit_encoder_on_an_rgb_image_folder(tmp_path):
+    """A folder of colour PNGs (fewer images than pixels: S needs more samples than images) and a 3-channel model."""
+    from skimage import data, io, transform
+    from torch import nn
+
+    from reconguard import audit
+
+    img, rng = data.astronaut(), np.random.default_rng(0)
+    (tmp_path / "imgs").mkdir()
+    for i in range(24):
+        y, x = rng.integers(0, 400, 2)
+        crop = (transform.resize(img[y:y + 100, x:x + 100], (20, 20)) * 255).astype(np.uint8)
+        io.imsave(tmp_path / "imgs" / f"{i}.png", crop, check_contrast=False)
+    torch.manual_seed(0)
+    enc = nn.Sequential(nn.Conv2d(3, 2, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(200, 16))
+    res = audit.encoder(enc, tmp_path / "imgs", sigmas=(0.0,), preset="smoke")
+    assert res.in_shape == (3, 20, 20) and res.n_images == 24 and res.d == 1200  # d > the smoke preset's 1,000 samples
+    row = res.rows[0]
+    assert not row.violated and row.best.mse >= row.bound["value"] - 3 * row.best.stderr
