@@ -23,7 +23,7 @@ import torch
 
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
-from .loading import ImageModel, load_images, load_model
+from .loading import load_images, load_model, probe
 
 PRESETS = {
     "smoke": {"candidates": 32, "keep": 4, "steps": 5, "finals": 2, "generator_epochs": 3, "baseline_steps": 10,
@@ -97,18 +97,10 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
         raise ParameterError(f"--classes {num_classes} but the private data has {split.num_classes} classes "
                              f"({data_name}); drop --classes or give the data the model was trained on.")
     device = torch.device(device) if device is not None else torch.device("cpu")
-    target = ImageModel(load_model(model, weights), split.train.shape, flatten=False).to(device).eval()
-    with torch.no_grad():
-        try:
-            out = target(split.test.images[:2].to(device))
-        except ShapeError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise ShapeError(f"the model does not run on images of shape {split.train.shape} "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).") from None
-    if out.ndim != 2 or out.shape[1] != split.num_classes:
-        raise ShapeError(f"the model gives outputs of shape {tuple(out.shape[1:])}; a classifier of the "
-                         f"{split.num_classes} private classes gives {split.num_classes} logits.")
+    target, m = probe(load_model(model, weights).to(device), split.test.images[:2].to(device), flatten=False)
+    if m != split.num_classes:
+        raise ShapeError(f"the model gives {m} outputs per image; a classifier of the {split.num_classes} private "
+                         f"classes gives {split.num_classes} logits.")
     attack = AttackSettings(candidates=cfg["candidates"], keep=cfg["keep"], steps=cfg["steps"], finals=cfg["finals"],
                             generator_epochs=cfg["generator_epochs"], baseline_steps=cfg["baseline_steps"], loss="ce")
     robust = RobustSettings(eps=tuple(eps if eps is not None else PAPER_EPS), n=cfg["robust_n"],

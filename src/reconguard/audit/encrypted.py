@@ -64,13 +64,7 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
         raise UnknownOptionError(f"unknown attacks {sorted(bad)}; choose from {ATTACKS}.")
     start = time.perf_counter()
     ch = load_challenge(folder, k, mode, n)
-    if public in ("digits", "mnist", "cifar10") and public != "digits":
-        from ..data import load_cifar10, load_mnist
-        if public_root is None:
-            raise ParameterError(f"--public {public} needs --public-root, the folder holding its files.")
-        images = (load_mnist if public == "mnist" else load_cifar10)(public_root, "train").images
-    else:
-        images = load_images(public, size=ch.encryptions.shape[-1])
+    images = load_images(public, size=ch.encryptions.shape[-1], root=public_root)
     rows, recovered, ks = [], {}, None
     for name in attacks:
         if name == "ks":

@@ -23,7 +23,7 @@ from torch import nn
 
 from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, ShapeError
 
-BUILTIN_DATA = ("digits",)
+from ..data.files import NAMED as BUILTIN_DATA
 
 
 def _import_object(spec: str):
@@ -183,16 +183,17 @@ def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
     return x, y
 
 
-def load_images(data, *, size: int | None = None, labels: bool = False):
-    """Images ``N×C×H×W`` float32 in [0, 1] (and integer labels when ``labels``; ``None`` where there are none)."""
+def load_images(data, *, size: int | None = None, labels: bool = False, root=None):
+    """Images ``N×C×H×W`` float32 in [0, 1] (and integer labels when ``labels``; ``None`` where there are none);
+    a name of :data:`BUILTIN_DATA` loads that data set (``root``: the local folder of mnist / cifar10)."""
     if isinstance(data, torch.Tensor):
         x, y = _to_unit(data.detach().cpu().numpy(), "data"), None
     elif isinstance(data, np.ndarray):
         x, y = _to_unit(data, "data"), None
     elif str(data) in BUILTIN_DATA:
-        from ..data import load_digits
+        from ..data import load_named
 
-        d = load_digits(size or 16)
+        d = load_named(str(data), size or 16, root)
         x, y = d.images, d.labels
     else:
         path = Path(data)
@@ -250,10 +251,10 @@ class ImageModel(nn.Module):
         return out.reshape(n, -1) if self.flatten else out
 
 
-def probe(model: nn.Module, images: torch.Tensor) -> tuple[ImageModel, int]:
+def probe(model: nn.Module, images: torch.Tensor, flatten: bool = True) -> tuple[ImageModel, int]:
     """Wrap ``model`` for ``images``' shape, run it once (clear errors for a wrong input shape or a non-tensor
-    output) and return the wrapper and its output size ``m``."""
-    wrapped = ImageModel(model, tuple(images.shape[1:]))
+    output) and return the wrapper and its output size per image ``m``."""
+    wrapped = ImageModel(model, tuple(images.shape[1:]), flatten)
     try:
         with torch.no_grad():
             out = wrapped(images[:2])
@@ -264,4 +265,4 @@ def probe(model: nn.Module, images: torch.Tensor) -> tuple[ImageModel, int]:
                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}).") from None
     if not torch.isfinite(out.float()).all():
         raise CorruptDataError("the model's output has NaN or infinite values on the data.")
-    return wrapped, int(out.shape[1])
+    return wrapped, int(out[0].numel())

@@ -36,14 +36,9 @@ def _device(name: str):
 
 
 def _labelled_data(name: str, size: int | None, root: str | None):
-    from ..data import load_cifar10, load_digits, load_mnist
-    from ..errors import ParameterError
+    from ..data import load_named
 
-    if name == "digits":
-        return load_digits(size)
-    if root is None:
-        raise ParameterError(f"--data {name} needs --root, the local folder holding its files.")
-    return (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+    return load_named(name, size, root)
 
 
 class _Parser(argparse.ArgumentParser):

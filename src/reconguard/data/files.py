@@ -124,3 +124,21 @@ def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
     labels = np.concatenate([p[1] for p in parts])
     x = torch.from_numpy(data.astype(np.float32) / 255.0)
     return ImageDataset(x, torch.from_numpy(labels), name=f"cifar10-{split}")
+
+
+NAMED = ("digits", "mnist", "cifar10")
+
+
+def load_named(name: str, size: int | None = None, root: str | Path | None = None) -> ImageDataset:
+    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``) or ``mnist`` /
+    ``cifar10`` (training split) from the local folder ``root``."""
+    from ..errors import ParameterError
+    from .digits import load_digits
+
+    if name == "digits":
+        return load_digits(size)
+    if name not in NAMED:
+        raise ParameterError(f"unknown data set {name!r}; choose one of {NAMED}.")
+    if root is None:
+        raise ParameterError(f"data {name} needs a root folder (--root / --public-root) holding its files.")
+    return (load_mnist if name == "mnist" else load_cifar10)(root, "train")
