@@ -9,6 +9,8 @@ from reconguard.data import load_digits
 from reconguard.encoders import sample_coefficients
 from reconguard.metrics import ssim
 
+SMOKE_N, SMOKE_T = 20, 50  # the smoke challenge of issue 15 item 5
+
 
 @pytest.fixture(scope="module")
 def digits28():
@@ -161,7 +163,7 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
     with pytest.raises(errors.ParameterError, match="sum to 1"):
         CarliniAttack(4, 20).run(enc, labels * 0.5, d.images[public])
     with pytest.raises(errors.ParameterError, match="needs N"):
-        CarliniAttack(4, 60).run(enc[:100], labels[:100], d.images[public])
+        CarliniAttack(4, 60, solver="lift").run(enc[:100], labels[:100], d.images[public])
     with pytest.raises(errors.ParameterError, match="too large"):
         CarliniAttack(4, 20, max_options=1000).run(enc, labels, d.images[public])
 
@@ -340,3 +342,86 @@ def test_attack_suite_resumes_finished_schemes(tmp_path):
     again = run_recipe("instahide-attacks", "smoke", progress=False, units=units,
                        overrides={"attacks": ["averaging", "ks"]})
     assert [r.to_dict() for r in again.rows] == [r.to_dict() for r in first.rows]
+
+
+def _both_conventions(tmp_path, n, T, k=6, seed=0):
+    """The same private digits encrypted twice, the public patches normalised with the private set's statistics
+    and with their own (the reference code's convention)."""
+    import numpy as np
+
+    from reconguard.attacks.instahide import make_challenge
+    from reconguard.encoders import InstaHide
+    from reconguard.encoders.instahide import paper_c1
+    from reconguard.experiments.instahide import public_pool
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    private, own = perm[:1000], perm[1000:]
+    pool = public_pool("samples", d.images.shape[1:])
+    out = {}
+    for convention in ("private", "own"):
+        scheme = InstaHide(k, c1=paper_c1(k), mode="cross", public=pool, public_normalize=convention)
+        folder = tmp_path / convention
+        make_challenge(scheme, d.images[private], d.labels[private], n, T, folder / "c", folder / "t", seed=seed,
+                       key_seed=seed)
+        out[convention] = (np.load(folder / "c" / "encryptions.npy"), np.load(folder / "c" / "labels.npy"), folder / "t")
+    return out, d.images[own], pool.get(torch.arange(1000))
+
+
+def test_carlini_attack_under_either_public_normalisation(tmp_path):
+    """Issue 15 item 5: the attack does not assume how the owner normalised the public images — it tells the
+    convention from the encryptions (both ways) and recovers the images under the reference convention (public
+    patches normalised with their own statistics) well above the random guess. Measured on this challenge:
+    identified 0.90 (own) vs 1.00 (private), 1-to-1 SSIM 0.88 vs 0.98, guess 0.05 / 0.72. The issue's "within
+    0.1 of each other" is met here but not in general: two other challenges of this size gave 0.75 vs 0.85 and
+    0.60 vs 1.00. With a zero-mean public part the sign of a dark background is lost in |x̃| one encryption at a
+    time (the assignment is right for 56 % of encryptions against 88 %), so no gap is asserted."""
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
+    from reconguard.attacks.instahide.carlini_model import public_convention
+    from reconguard.encoders.instahide import paper_c1
+
+    challenges, own, noise = _both_conventions(tmp_path, SMOKE_N, SMOKE_T)
+    scores = {}
+    for convention, (enc, labels, truth) in challenges.items():
+        assert public_convention(enc, labels, own, noise, 6) == convention
+        r = CarliniAttack(6, SMOKE_N, c1=paper_c1(6), mode="cross").run(enc, labels, own, noise_images=noise)
+        assert r.public_normalization == convention and r.solver == "direct"
+        scores[convention] = score_challenge(r.images, truth)
+    own_s, private_s = scores["own"], scores["private"]
+    assert private_s.identified >= 0.9 and private_s.matched_ssim >= 0.9, private_s.summary()
+    assert own_s.identified >= 0.7 and own_s.matched_ssim >= 0.8, own_s.summary()
+    assert own_s.identified >= own_s.baseline.identified + 0.5 and own_s.matched_ssim > own_s.baseline.matched_ssim + 0.1
+
+
+def test_carlini_attack_without_co_occurring_pairs(tmp_path):
+    """Issue 15 item 1 at smoke size: N = 400 < n(n+1)/2 = 820 — most pairs of the 40 images never share a mix,
+    which the lifting needs (it refuses) — and the direct X-step recovers them anyway."""
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
+    from reconguard.encoders.instahide import paper_c1
+
+    challenges, own, noise = _both_conventions(tmp_path, 40, 10)
+    enc, labels, truth = challenges["private"]
+    with pytest.raises(errors.ParameterError, match="solver='direct'"):
+        CarliniAttack(6, 40, c1=paper_c1(6), mode="cross", solver="lift").run(enc, labels, own, noise_images=noise)
+    r = CarliniAttack(6, 40, c1=paper_c1(6), mode="cross").run(enc, labels, own, noise_images=noise)
+    s = score_challenge(r.images, truth)
+    assert r.solver == "direct" and r.images.shape == (40, 1, 8, 8)
+    assert s.identified >= s.baseline.identified + 0.5 and s.matched_ssim > s.baseline.matched_ssim + 0.1, s.summary()
+
+
+def test_clustering_scales_past_the_exact_assignment():
+    """The greedy balanced assignment (used above ``exact_limit`` memberships, e.g. the published 10,000) also
+    recovers the exact membership from exact pair scores."""
+    from scipy.optimize import linear_sum_assignment
+
+    from reconguard.attacks.instahide import cluster_encryptions
+
+    g = torch.Generator().manual_seed(1)
+    M = torch.zeros(600, 30)
+    for t in range(600):
+        M[t, torch.randperm(30, generator=g)[:2]] = 1
+    Mh = cluster_encryptions(((M @ M.T) > 0).double(), 30, 2, exact_limit=0)
+    assert (Mh.sum(1) == 2).all()
+    C = (Mh.T @ M).numpy()
+    ri, ci = linear_sum_assignment(-C)
+    assert C[ri, ci].sum() >= 0.95 * M.sum()

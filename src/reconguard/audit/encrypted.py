@@ -52,7 +52,7 @@ class EncryptedAudit(Result):
 
 
 def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=ATTACKS, k: int | None = None,
-              mode: str | None = None, n: int | None = None, label_free: bool = False, restarts: int = 4,
+              mode: str | None = None, n: int | None = None, label_free: bool = False, restarts: int | None = None,
               m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
               progress: bool = False) -> EncryptedAudit:
     """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given."""

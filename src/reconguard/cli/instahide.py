@@ -56,7 +56,7 @@ def _cmd_challenge(args) -> int:
         raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
     scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
-                       num_classes=int(data.labels.max()) + 1)
+                       num_classes=int(data.labels.max()) + 1, public_normalize=args.public_normalize)
     make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
     for folder in (out, truth):
         mark_folder(folder, args._command)
@@ -115,7 +115,7 @@ def _cmd_instahide_attack(args) -> int:
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
     size = ch.encryptions.shape[-1] if args.public == "digits" else None
     public = _labelled_data(args.public, size, args.public_root).images
-    r = attack_challenge(ch, args.method, public, restarts=args.restarts, label_free=args.label_free,
+    r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, label_free=args.label_free,
                          similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
                          seed=args.seed, progress=not args.quiet)
     print(f"{r.description} in {r.seconds:.1f} s")
@@ -161,6 +161,9 @@ def register(sub) -> None:
     sp.add_argument("--k", type=int, default=6)
     sp.add_argument("--mode", choices=["inside", "cross"], default="inside")
     sp.add_argument("--public", default="samples")
+    sp.add_argument("--public-normalize", choices=["private", "own"], default="private",
+                    help="cross mode: normalise the public images with the private set's statistics or their own "
+                    "(the reference code's and the published challenge's convention)")
     sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
     sp.set_defaults(func=_cmd_challenge)
     sp = isub.add_parser("attack", help="attack a challenge: carlini (lifting), averaging (weak, optional demasking), ks")
@@ -169,7 +172,10 @@ def register(sub) -> None:
     sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
     sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")
     sp.add_argument("--n", type=int, help="carlini: the number of private images (default: from challenge.json)")
-    sp.add_argument("--restarts", type=int, default=4, help="carlini: random restarts of the assignment")
+    sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
+                    "with the lifting, 1 with the direct X-step)")
+    sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",
+                    help="carlini: the X-step (auto: lifting for small inside challenges, else direct)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

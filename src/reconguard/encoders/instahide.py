@@ -8,7 +8,9 @@ Each private image x_i is replaced by
 * **Normalisation.** Images in [0, 1] are first centred per channel, ``(x − mean)/std`` with the
   private set's channel statistics (``normalize="dataset"``, the reference pipeline's CIFAR
   normalisation computed on your data), fixed ``(mean, std)`` tuples, or ``"symmetric"`` (2x − 1).
-  The same map is applied to public images. ``Encryption.images`` are in those units, signed.
+  Public images (cross mode) get the same map by default (``public_normalize="private"``), or their own
+  pool's channel statistics (``public_normalize="own"``: the reference code and the published challenge
+  normalise ImageNet with ImageNet's statistics). ``Encryption.images`` are in those units, signed.
 * **Coefficients.** λ_i is drawn *uniformly* from the feasible set {λ ≥ 0, Σλ = 1, max λ ≤ c1
   (and λ_0 + λ_1 ≥ c2 in cross mode)}: Dirichlet(1, …, 1) — uniform on the simplex — with whole-batch
   rejection, vectorised. The reference draws |N(0, 1)| normalised and rejects per image in a Python
@@ -40,6 +42,7 @@ from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
 
 MODES = ("inside", "cross")
+PUBLIC_NORMALIZE = ("private", "own")  # public images normalised with the private set's statistics, or their own
 
 
 def paper_c1(k: int) -> float:
@@ -178,8 +181,12 @@ class InstaHide:
     masked = True
 
     def __init__(self, k: int = 4, c1: float = 0.65, c2: float = 0.3, mode: str = "inside", public=None,
-                 num_classes: int | None = None, normalize="dataset"):
+                 num_classes: int | None = None, normalize="dataset", public_normalize: str = "private"):
         self.k = check_positive_int(k, "k")
+        if public_normalize not in PUBLIC_NORMALIZE:
+            raise UnknownOptionError(f"public_normalize must be one of {PUBLIC_NORMALIZE}, got {public_normalize!r}.")
+        self.public_normalize = public_normalize
+        self._public_stats = None
         self.c1 = check_scalar(c1, "c1 (largest coefficient)", low=0.0, high=1.0, low_open=True)
         if self.c1 < 1.0 / self.k - 1e-12:
             raise ParameterError(f"c1={c1} is below 1/k={1 / self.k:.3g}: no coefficients sum to 1; raise c1 "
@@ -221,12 +228,26 @@ class InstaHide:
         return (x - mean) / std
 
     # --- encryption ----------------------------------------------------------------------------
-    def _public_images(self, idx: torch.Tensor, shape) -> torch.Tensor:
+    def public_stats(self, sample: int = 4096) -> tuple[tuple, tuple]:
+        """The public pool's own ``(mean, std)`` per channel, from up to ``sample`` evenly spaced images."""
+        if self._public_stats is None:
+            pub = self.public
+            idx = torch.linspace(0, len(pub) - 1, min(len(pub), sample)).round().long()
+            imgs = torch.as_tensor(pub.get(idx) if hasattr(pub, "get") else pub[idx], dtype=torch.float32)
+            self._public_stats = (tuple(imgs.mean((0, 2, 3)).tolist()), tuple(imgs.std((0, 2, 3)).clamp_min(1e-3).tolist()))
+        return self._public_stats
+
+    def _public_images(self, idx: torch.Tensor, shape, stats=None) -> torch.Tensor:
+        """Public images in [0, 1] — or, with ``public_normalize="own"``, mapped so that the private set's
+        normalisation ``stats`` turns them into ``(p − own mean)/own std``."""
         pub = self.public
         imgs = pub.get(idx) if hasattr(pub, "get") else pub[idx]
         imgs = torch.as_tensor(imgs, dtype=torch.float32)
         if tuple(imgs.shape[1:]) != tuple(shape):
             raise ShapeError(f"public images have shape {tuple(imgs.shape[1:])}, private ones {tuple(shape)}.")
+        if self.public_normalize == "own" and stats is not None:
+            z = self.normalize_images(imgs, self.public_stats())
+            imgs = z * torch.tensor(stats[1]).reshape(1, -1, 1, 1) + torch.tensor(stats[0]).reshape(1, -1, 1, 1)
         return imgs
 
     def encrypt(self, images, labels=None, seed: int | None = None, stats=None, chunk: int = 256,
@@ -269,7 +290,7 @@ class InstaHide:
             acc = torch.mul(x[rows], lam4[rows, 0], out=out[rows])
             for j in range(1, self.k):
                 idx = partners[rows, j]
-                src = self._public_images(idx, x.shape[1:]) if public[0, j] else x.index_select(0, idx)
+                src = self._public_images(idx, x.shape[1:], stats) if public[0, j] else x.index_select(0, idx)
                 acc.addcmul_(src, lam4[rows, j])
             acc.sub_(mean).mul_(inv_std)
             if packed is not None:
@@ -306,7 +327,7 @@ class InstaHide:
         out = torch.zeros_like(x)
         for j in range(key.partners.shape[1]):
             if key.public[0, j]:
-                src = self.normalize_images(self._public_images(key.partners[:, j], x.shape[1:]), stats)
+                src = self.normalize_images(self._public_images(key.partners[:, j], x.shape[1:], stats), stats)
             else:
                 src = x[key.partners[:, j]]
             out += key.coefficients[:, j].reshape(-1, 1, 1, 1) * src

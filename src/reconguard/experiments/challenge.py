@@ -78,7 +78,8 @@ def ks_challenge(ch: Challenge, truth: str | Path):
     return ks_test(torch.stack([ch.encryptions[owner == i][:T] for i in owner.unique()]))
 
 
-def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restarts: int = 4, label_free: bool = False,
+def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restarts: int | None = None, solver: str = "auto",
+                     label_free: bool = False,
                      similarity_steps: int = 0, m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
                      progress: bool = False) -> ChallengeAttack:
     """Recover the private images of ``ch`` with ``method`` (``carlini`` or ``averaging``)."""
@@ -102,15 +103,19 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
             noise = pool_images.get(idx) if hasattr(pool_images, "get") else pool_images[:2000]
         similarity = None
         if similarity_steps:
-            scheme = InstaHide(k, c1=paper_c1(k), mode=ch.mode, public=pool_images)
+            from ..attacks.instahide.carlini_model import public_convention
+            convention = public_convention(enc, None if label_free else labels, public, noise, k) if noise is not None else "private"
+            scheme = InstaHide(k, c1=paper_c1(k), mode=ch.mode, public=pool_images, public_normalize=convention)
             net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
             net.fit(scheme, public)
             similarity = net.scores(enc)
-        r = CarliniAttack(k, ch.n, restarts=restarts, c1=paper_c1(k), mode=ch.mode, seed=seed, progress=progress).run(
+        r = CarliniAttack(k, ch.n, restarts=restarts, c1=paper_c1(k), mode=ch.mode, seed=seed, solver=solver,
+                          progress=progress).run(
             enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
         how = "label-free grid assignment" if label_free else "label-constrained assignment"
-        return ChallengeAttack(method, r.images, f"Carlini et al. (lifting + {how}, {ch.mode}): {len(r.images)} "
-                               f"images, residual {r.residual:.4g}", time.perf_counter() - start)
+        norm = f", public part normalised with {r.public_normalization} statistics" if r.public_normalization else ""
+        return ChallengeAttack(method, r.images, f"Carlini et al. ({r.solver} X-step + {how}, {ch.mode}{norm}): "
+                               f"{len(r.images)} images, residual {r.residual:.4g}", time.perf_counter() - start)
     e = enc
     if demask:
         mixes = InstaHide(k).encrypt(public, seed=seed, stats=stats)

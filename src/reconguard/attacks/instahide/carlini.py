@@ -32,18 +32,33 @@ labels covering the private part only, summing to s_t = λ_0 + λ_1 ≥ c2): eac
 its label mass on 2 private members, the per-class counts are each class's share of the total mass, and
 the public part p_t (mass 1 − s_t) is modelled as noise with the per-pixel mean μ and variance σ² of
 public images of the kind the scheme mixes (``noise_images``): |x̃_t| ≈ √((a_t X + (1 − s_t) μ)² + v_t),
-v_t = (1 − s_t)² σ² · 2/(k − 1) (E Σ w_j² = 2/(m + 1) for a Dirichlet(1) split over m = k − 2 public
-images). The X step is then the lifting refined by ``refine_steps`` Adam steps on that model's squared
-error (the lifting alone ignores the public part and is far off: mean SSIM 0.19–0.36 against
-0.94–0.99 refined, with the true A, on 8×8 digits). In inside mode μ = σ = 0 and the model is |a_t X|.
-In every mode the final X is refined for ``final_refine_steps``: with k = 2 each pair of images co-occurs
-in only ~N/(n(n−1)/2) mixes and the lifting is poorly determined (n = 20, T = 25: mean SSIM 0.55 → 0.87
-and 0.54 → 0.64 on two challenges).
+v_t = (1 − s_t)² σ² · 2/(k − 1). **Which normalisation the owner gave the public images** — the private
+set's statistics, or their own (the reference code's and the published challenge's convention) — changes
+μ and σ² completely; ``public_normalization="auto"`` simulates mixes of the attacker's own images with the
+noise images under each and keeps the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
+
+**Two X-steps** (``solver``). The lifting (step 2) needs N ≥ n(n+1)/2 and every pair of images to co-occur;
+at the published size (cross, n = 100, T = 50: N = 5,000 < 5,050, a pair co-occurs about once) it cannot
+work, and it ignores the public part. The *direct* X-step needs neither: given each encryption's row, Adam
+on the model's squared error with X in the box [0, 1] occupies once normalised, then two moves Adam cannot
+make — per pixel, the global sign (``orient``: with μ ≈ 0 the model barely tells x from −x) and per image
+and pixel, x → −x / black / white where that lowers the error (``flip_signs``). The restarts then use it
+and the annealed start uses soft assignments over each encryption's 8 most probable options.
+``solver="auto"``: the lifting for inside mode when N ≥ n(n+1)/2 and n ≤ 40 (exact there), else direct.
+Direct defaults: one random start (annealed ones cost ~30 full scorings each and, measured, found lower
+residuals but identified no more images), stopped at a relative gain below 0.25 %.
+
+**Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes): per iteration, the
+assignment O(O·(n + d)) and the X-step O(direct_steps·N·n·d); memory O(O·n) for the option rows (8 bytes
+each: 0.55 GB at N = 5,000, n = 100) plus O(chunk·d) while scoring. Label-free with ``similarity`` (the
+similarity network's N×N scores): soft memberships by symmetric NMF (O(300·N²·n)), then each encryption's
+options among its 5 most likely images only. Measured in ``benchmarks/carlini.py`` (README).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass
 
@@ -55,6 +70,11 @@ from ...errors import ParameterError, ShapeError, UnknownOptionError
 from ..base import Attack
 from ...results import Result
 from ...progress import progress
+from .carlini_model import Options, descend, flip_signs, lift, orient, pair_features, predict, public_convention, public_noise
+
+__all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
+SOLVERS = ("auto", "lift", "direct")
+PUBLIC_NORMALIZATION = ("auto", "private", "own")
 
 
 @dataclass(frozen=True)
@@ -66,90 +86,18 @@ class CarliniResult(Result):
     residual: float             # Σ_t ‖|a_t X| − |x̃_t|‖²
     restarts: list              # residual of each restart
     seconds: float
+    solver: str = "lift"                  # the X-step used: "lift" or "direct" (see carlini_model)
+    public_normalization: str | None = None  # cross mode: the public part's normalisation assumed ("private"/"own")
     _skip_in_dict = ("images", "normalized", "mixing")
-
-
-def pair_features(A: torch.Tensor) -> torch.Tensor:
-    """Rows ``a`` → the coefficients of ``aᵀ U a`` on the upper triangle of a symmetric U."""
-    n = A.shape[1]
-    iu = torch.triu_indices(n, n)
-    return A[:, iu[0]] * A[:, iu[1]] * torch.where(iu[0] == iu[1], 1.0, 2.0).to(A.dtype)
-
-
-def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Tensor | None = None) -> torch.Tensor:
-    """X (n×d) from ``|A X| = B`` by least squares on the lifted U_p = u_p u_pᵀ; signs from ``prior_mean``.
-    ``W``: the rows' pair features (expected ones, under a soft assignment), instead of those of A."""
-    n = A.shape[1]
-    iu = torch.triu_indices(n, n)
-    W = pair_features(A) if W is None else W
-    # LAPACK's least squares differs between calls in the last bits (blocked, threaded); the assignment that
-    # follows is discrete and chaotic, so those bits changed which local minimum a run ends in. Rounding the
-    # solution to float32's precision makes a seed give the same recovery every time.
-    V = torch.linalg.lstsq(W, B ** 2).solution.to(torch.float32).to(torch.float64)
-    U = torch.zeros(B.shape[1], n, n, dtype=A.dtype)
-    U[:, iu[0], iu[1]] = V.T
-    U[:, iu[1], iu[0]] = V.T
-    ev, evec = torch.linalg.eigh(U)
-    u = evec[:, :, -1] * ev[:, -1:].clamp_min(0).sqrt()  # d×n
-    closer = ((u - prior_mean[:, None]) ** 2).sum(1) <= ((-u - prior_mean[:, None]) ** 2).sum(1)
-    return (u * torch.where(closer, 1.0, -1.0).to(u.dtype)[:, None]).T
-
-
-class _Options:
-    """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
-    each encryption's block starts): one block per encryption (label-consistent rows), or one block of
-    rows shared by all (label-free), whose residuals are one N×O matrix product instead of N copies."""
-
-    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0):
-        self.shared = shared
-        if shared is not None:
-            self.n_encryptions, o = n_encryptions, len(shared)
-            self.owner = torch.arange(n_encryptions).repeat_interleave(o)
-            self.offsets = torch.arange(n_encryptions) * o
-            self.flat = shared
-        else:
-            self.n_encryptions = len(blocks)
-            self.flat = torch.cat(blocks)
-            self.owner = torch.cat([torch.full((len(o),), t) for t, o in enumerate(blocks)])
-            self.offsets = torch.tensor([0] + [len(o) for o in blocks]).cumsum(0)[:-1]
-
-    def rows(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.flat[idx % len(self.flat)] if self.shared is not None else self.flat[idx]
-
-    def random(self, g: torch.Generator) -> torch.Tensor:
-        """One uniformly random option per encryption."""
-        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
-        return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
-
-    def residuals(self, predict, X, B, chunk: int = 65536) -> torch.Tensor:
-        """‖predict(row) − |x̃_owner|‖² for every option, flat."""
-        if self.shared is not None:
-            P = predict(self.shared, X)
-            return ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0).reshape(-1)
-        return torch.cat([(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]]).pow(2).sum(1)
-                          for i in range(0, len(self.flat), chunk)])
-
-    def expected(self, p: torch.Tensor, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
-        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (the
-        features computed chunk by chunk, never stored: n(n+1)/2 per option)."""
-        if self.shared is not None:
-            P = p.reshape(self.n_encryptions, -1)
-            return P @ self.shared, P @ pair_features(self.shared)
-        N, n = self.n_encryptions, self.flat.shape[1]
-        A = torch.zeros(N, n, dtype=self.flat.dtype).index_add_(0, self.owner, p[:, None] * self.flat)
-        W = torch.zeros(N, n * (n + 1) // 2, dtype=p.dtype)
-        for i in range(0, len(self.flat), chunk):
-            sl = slice(i, i + chunk)
-            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(self.flat[sl]))
-        return A, W
 
 
 class CarliniAttack(Attack):
     name = "carlini"
 
-    def __init__(self, k: int, n: int | None = None, restarts: int = 4, max_iter: int = 60, split_grid: int = 5,
-                 c1: float = 0.65, c2: float = 0.3, anneal_restarts: int = 2, max_options: int = 2_000_000, seed: int = 0,
-                 mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
+    def __init__(self, k: int, n: int | None = None, restarts: int | None = None, max_iter: int = 60, split_grid: int = 5,
+                 c1: float = 0.65, c2: float = 0.3, anneal_restarts: int | None = None, max_options: int = 2_000_000,
+                 seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
+                 solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES
@@ -157,17 +105,24 @@ class CarliniAttack(Attack):
         self.k = check_positive_int(k, "k")
         if mode not in MODES:
             raise UnknownOptionError(f"mode must be one of {MODES}, got {mode!r}.")
+        if solver not in SOLVERS:
+            raise UnknownOptionError(f"solver must be one of {SOLVERS}, got {solver!r}.")
+        if public_normalization not in PUBLIC_NORMALIZATION:
+            raise UnknownOptionError(f"public_normalization must be one of {PUBLIC_NORMALIZATION}, got {public_normalization!r}.")
         if mode == "cross" and self.k < 3:
             raise ParameterError("cross mode with k = 2 mixes no public image: attack it as inside mode "
                                  "(mode='inside', k=2, with the labels' mass as it is).")
-        self.mode = mode
+        self.mode, self.solver, self.public_normalization = mode, solver, public_normalization
         self.members = self.k if mode == "inside" else 2  # private images per mix
         self.refine_steps = (0 if mode == "inside" else 150) if refine_steps is None else int(refine_steps)
-        self.final_refine_steps = int(final_refine_steps)
+        self.final_refine_steps, self.direct_steps = int(final_refine_steps), check_positive_int(direct_steps, "direct_steps")
         self.n = check_positive_int(n, "n") if n is not None else None
-        self.restarts, self.max_iter = check_positive_int(restarts, "restarts"), check_positive_int(max_iter, "max_iter")
+        self.max_iter = check_positive_int(max_iter, "max_iter")
+        self._restarts, self._anneal_restarts = restarts, anneal_restarts
+        if restarts is not None:
+            check_positive_int(restarts, "restarts")
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
-        self.anneal_restarts, self.max_options = int(anneal_restarts), int(max_options)
+        self.max_options, self.top_options = int(max_options), 8
 
     def _splits(self, count: int) -> list[tuple[float, ...]]:
         """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
@@ -177,34 +132,27 @@ class CarliniAttack(Attack):
 
     def _options(self, label: torch.Tensor, members: dict, n_hat: int) -> torch.Tensor:
         """Every label-consistent mixing row: k members in all, per-class masses split on a grid."""
-        splits = {c: self._splits(c) for c in (1, 2, 3)}
         cs = [c for c in torch.nonzero(label > 1e-9).squeeze(1).tolist() if members.get(c)]
-        rows = []
+        mass = {c: float(label[c]) for c in cs}
+        splits = {c: self._splits(c) for c in (1, 2, 3)}
+        rows = []  # each row: ((member, weight), …)
         for counts in itertools.product(*[range(1, min(len(members[c]), 3) + 1) for c in cs]):
             if sum(counts) != self.members:
                 continue
-            per_class = []
-            for c, nc in zip(cs, counts):
-                per_class.append([list(zip(sub, (float(label[c]) * s for s in split)))
-                                  for sub in itertools.combinations(members[c], nc) for split in splits[nc]
-                                  if float(label[c]) * max(split) <= self.c1 + 1e-6])
-            for combo in itertools.product(*per_class):
-                r = torch.zeros(n_hat, dtype=torch.float64)
-                for part in combo:
-                    for i, w in part:
-                        r[i] += w
-                rows.append(r)
+            per_class = [[tuple(zip(sub, (mass[c] * v for v in split)))
+                          for sub in itertools.combinations(members[c], nc) for split in splits[nc]
+                          if mass[c] * max(split) <= self.c1 + 1e-6] for c, nc in zip(cs, counts)]
+            rows += [sum(combo, ()) for combo in itertools.product(*per_class)]
         if not rows:  # labels that no k-member split explains (e.g. fewer members than mixed): one per class
-            for combo in itertools.product(*[members[c] for c in cs]):
-                r = torch.zeros(n_hat, dtype=torch.float64)
-                for c, i in zip(cs, combo):
-                    r[i] += float(label[c])
-                rows.append(r)
-        return torch.stack(rows)
+            rows = [tuple((i, mass[c]) for c, i in zip(cs, combo)) for combo in itertools.product(*[members[c] for c in cs])]
+        idx = torch.tensor([[i for i, _ in r] for r in rows])
+        w = torch.tensor([[v for _, v in r] for r in rows], dtype=torch.float64)
+        return torch.zeros(len(rows), n_hat, dtype=torch.float64).scatter_add_(1, idx, w)
 
     def _anneal(self, A, opts, B, prior, steps: int = 30):
-        """Deterministic annealing: soft assignments p ∝ exp(−residual/τ) per encryption, the lifting on the
-        expected pair features, τ lowered geometrically from the residuals' median to 1 % of it."""
+        """Deterministic annealing: soft assignments p ∝ exp(−residual/τ) per encryption, τ lowered geometrically
+        from the residuals' median to 1 % of it; the X-step on them is the lifting on the expected pair
+        features, or (direct solver) Adam on the p-weighted error of each encryption's ``top`` options."""
         X = self._solve(A, B, prior)
         res = opts.residuals(self._predict, X, B)
         tau0 = float(res.median())
@@ -215,35 +163,33 @@ class CarliniAttack(Attack):
             mx = torch.full((N,), -torch.inf, dtype=logits.dtype).scatter_reduce(0, owner, logits, "amax")
             w = torch.exp(logits - mx[owner])
             z = torch.zeros(N, dtype=w.dtype).index_add_(0, owner, w)
-            Aexp, W = opts.expected(w / z[owner])
-            X = lift(Aexp, B, prior, W)
+            p = w / z[owner]
+            if self._solver == "direct":
+                keep = opts.top(p, self.top_options)
+                R, own, pk = opts.rows(keep), owner[keep], p[keep] / z.new_zeros(N).index_add_(0, owner[keep], p[keep])[owner[keep]]
+                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, self._predict, self._box, weights=pk[:, None])[1]
+            else:
+                Aexp, W = opts.expected(p)
+                X = lift(Aexp, B, prior, W)
             res = opts.residuals(self._predict, X, B)
         return opts.rows(self._assign(opts, X, B)[0])
 
     def _predict(self, A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-        """The model of |x̃|: |A X| inside; √((A X + (1 − s) μ)² + v) with the public part as noise (cross)."""
-        mu, var = self._noise
-        if mu is None:
-            return (A @ X).abs()
-        rest = 1.0 - A.sum(1, keepdim=True)
-        return ((A @ X + rest * mu) ** 2 + rest ** 2 * var).sqrt()
+        """The model of |x̃| (``carlini_model.predict``) with this run's public-noise statistics."""
+        return predict(A, X, *self._noise)
 
     def _descend(self, X, B, steps: int, lr: float, rows, extra=()):
-        """Adam on X (and ``extra`` parameters) for ``steps`` steps on the model's squared error, the mixing
-        rows given by ``rows()``; returns the last rows and X."""
-        X = X.clone().requires_grad_(True)
-        opt = torch.optim.Adam([*extra, X], lr=lr)
-        for _ in range(steps):
-            A = rows()
-            loss = (self._predict(A, X) - B).pow(2).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        return A.detach(), X.detach()
+        return descend(X, B, steps, lr, rows, self._predict, self._box, extra)
 
     def _solve(self, A, B, prior, X=None, steps: int | None = None):
-        """X given A: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``) Adam steps
-        on the model's error."""
+        """X given A. Lift solver: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``)
+        Adam steps on the model's error. Direct solver: ``steps`` (default ``direct_steps``) Adam steps from
+        ``X`` (default: the prior mean), no lifting."""
+        if self._solver == "direct":
+            X = prior.expand(A.shape[1], -1).clone() if X is None else X
+            X = self._descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
+            X = flip_signs(orient(X, A, B, prior, self._predict, self._box), A, B, self._noise, self._box)
+            return X
         X = lift(A, B, prior) if X is None else X
         steps = self.refine_steps if steps is None else steps
         if not steps:
@@ -270,9 +216,7 @@ class CarliniAttack(Attack):
         first = torch.argsort(key)[opts.offsets]  # the smallest residual of each encryption's block
         return first, float(res[first].sum())
 
-    def free_options(self, n: int) -> torch.Tensor:
-        """Label-free rows: every set of ``members`` of the n images, coefficients on a grid — inside: splits
-        of 1; cross: each coefficient in [0.1, c1], their sum (the private mass) in [c2, 1]."""
+    def _free_splits(self) -> list:
         if self.mode == "inside":
             if self.members > 3:
                 raise ParameterError(f"label-free inside-mode assignment with k={self.k} is too large a search "
@@ -281,17 +225,30 @@ class CarliniAttack(Attack):
         else:
             grid = np.linspace(0.1, self.c1, self.split_grid)
             splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]
-        splits = [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
-        rows = []
-        for sub in itertools.combinations(range(n), self.members):
-            for sp in splits:
-                r = torch.zeros(n, dtype=torch.float64)
-                r[list(sub)] = torch.tensor(sp, dtype=torch.float64)
-                rows.append(r)
-        if len(rows) * max(1, len(rows) // 1000) > self.max_options:  # the N×O residual matrix is the cost
-            raise ParameterError(f"{len(rows):,} label-free options (k={self.k}, n={n}) is too large a search; "
-                                 "pass the soft labels or raise max_options.")
-        return torch.stack(rows)
+        return [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
+
+    def free_options(self, n: int, candidates=None, check: bool = True) -> torch.Tensor:
+        """Label-free rows: every set of ``members`` of the n images (of ``candidates`` when given), coefficients
+        on a grid — inside: splits of 1; cross: each coefficient in [0.1, c1], their sum (the private mass) in
+        [c2, 1]."""
+        splits = torch.tensor(self._free_splits(), dtype=torch.float64)
+        subs = torch.tensor(list(itertools.combinations(range(n) if candidates is None else candidates, self.members)))
+        count = len(subs) * len(splits)
+        if check and count * max(1, count // 1000) > self.max_options:  # the N×O residual matrix is the cost
+            raise ParameterError(f"{count:,} label-free options (k={self.k}, n={n}) is too large a search; pass the "
+                                 "soft labels, or similarity= (SimilarityNetwork scores) to search each encryption's "
+                                 "likely images only, or raise max_options.")
+        idx = subs.repeat_interleave(len(splits), 0)
+        return torch.zeros(count, n, dtype=torch.float64).scatter_(1, idx, splits.repeat(len(subs), 1))
+
+    def _candidate_options(self, similarity, n: int, per: int = 5) -> Options:
+        """Label-free at scale: each encryption's rows among its ``per`` most likely images (the similarity
+        scores' soft memberships, ``soft_memberships``) instead of all n."""
+        from .similarity import soft_memberships
+
+        H = soft_memberships(similarity, n, seed=self.seed)
+        top = H.topk(min(per, n), 1).indices
+        return Options([self.free_options(n, sorted(c.tolist()), check=False) for c in top])
 
     def run(self, encryptions, labels, public, noise_images=None, similarity=None) -> CarliniResult:
         """``encryptions`` N×C×H×W (signed, normalised units); ``labels`` N×classes (soft) or None
@@ -327,18 +284,30 @@ class CarliniAttack(Attack):
         else:
             classes, members = [-1] * self.n, None
         n_hat = len(classes)
-        if n_hat * (n_hat + 1) // 2 > N:
-            raise ParameterError(f"{N} encryptions cannot determine {n_hat} images by lifting "
-                                 f"(needs N ≥ n(n+1)/2 = {n_hat * (n_hat + 1) // 2}).")
+        lifted = n_hat * (n_hat + 1) // 2
+        feasible = lifted <= N and n_hat <= 40 and self.mode == "inside"  # the lifting ignores a public part
+        self._solver = self.solver if self.solver != "auto" else ("lift" if feasible else "direct")
+        if self._solver == "lift" and lifted > N:
+            raise ParameterError(f"{N} encryptions cannot determine {n_hat} images by lifting (needs N ≥ n(n+1)/2 = "
+                                 f"{lifted}); use solver='direct' (or 'auto'), which needs no pair to co-occur.")
         B = E.reshape(N, -1).abs()
         stats = InstaHide(k=self.k).channel_stats(public)
-        prior = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64).mean(0)
-        self._noise = (None, None)
+        own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
+        prior = own.mean(0)
+        std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
+        mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
+        self._box = (-mean_t / std_t, (1 - mean_t) / std_t)  # images in [0, 1], normalised
+        self._noise, chosen = (None, None), None
+        g = torch.Generator().manual_seed(self.seed)
         if self.mode == "cross":
-            z = InstaHide.normalize_images(noise, stats).reshape(len(noise), -1).to(torch.float64)
-            self._noise = (z.mean(0), z.var(0) * 2.0 / (self.k - 1))
-        if members is None:
-            opts = _Options(shared=self.free_options(n_hat), n_encryptions=N)
+            chosen = self.public_normalization
+            if chosen == "auto":
+                chosen = public_convention(E, labels, public, noise, self.k, self.c2, self.seed)
+            self._noise = public_noise(noise, stats if chosen == "private" else InstaHide(k=self.k).channel_stats(noise), self.k)
+        if members is None and similarity is not None and len(self._free_splits()) * math.comb(n_hat, self.members) > 20_000:
+            opts = self._candidate_options(similarity, n_hat)
+        elif members is None:
+            opts = Options(shared=self.free_options(n_hat), n_encryptions=N)
         else:
             blocks, total = [], 0
             for t in range(N):
@@ -348,10 +317,13 @@ class CarliniAttack(Attack):
                     raise ParameterError(f"more than {self.max_options:,} label-consistent assignments (k={self.k}, "
                                          f"n={n_hat}): the search is too large; use fewer images per class or raise "
                                          "max_options.")
-            opts = _Options(blocks)
-        g = torch.Generator().manual_seed(self.seed)
+            opts = Options(blocks)
         best, history = None, []
-        starts = ["random"] * self.restarts + ["anneal"] * self.anneal_restarts
+        direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1 random (minutes at scale)
+        restarts = self._restarts if self._restarts is not None else (1 if direct else 4)
+        anneals = self._anneal_restarts if self._anneal_restarts is not None else (0 if direct else 2)
+        tol = 2.5e-3 if direct else 1e-9  # the direct X-step is a few Adam steps: stop at a small relative gain
+        starts = ["random"] * restarts + ["anneal"] * anneals
         if similarity is not None:
             starts.append("similarity")
         for kind in progress(starts, "carlini restarts", enabled=self.progress):
@@ -366,20 +338,21 @@ class CarliniAttack(Attack):
                 X = self._solve(A, B, prior, X)
                 choice, total = self._assign(opts, X, B)
                 A = opts.rows(choice)
-                if prev is not None and prev - total <= 1e-9 * max(prev, 1.0):
+                if prev is not None and prev - total <= tol * max(prev, 1.0):
                     break
                 prev = total
             history.append(total)
             if best is None or total < best[0]:
-                best = (total, A)
+                best = (total, A, X if direct else None)
         A = best[1]
-        X = self._solve(A, B, prior, steps=max(self.refine_steps, self.final_refine_steps))
+        X = self._solve(A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(A, X, B)
         mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
         std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
         images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
-        return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start)
+        return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
+                             self._solver, chosen)
 
     def _class_members(self, L: torch.Tensor, N: int) -> tuple[list, dict]:
         """Each class's images: its share of the label mass times n (step 1); checks the labels."""
@@ -391,7 +364,9 @@ class CarliniAttack(Attack):
                                  "cross-dataset encryptions (labels cover the private part only) use mode='cross'.")
         if self.mode == "cross" and (mass.min() <= 0 or mass.max() > 1 + 1e-4):
             raise ParameterError("cross-dataset labels must carry the private part's mass, in (0, 1] per encryption.")
-        counts = torch.round(L.sum(0) * self.n / L.sum()).long()
+        share = L.sum(0) * self.n / L.sum()  # largest remainders: the counts sum to n
+        counts = share.floor().long()
+        counts[torch.argsort(share - counts, descending=True)[:self.n - int(counts.sum())]] += 1
         members, classes = {}, []
         for c in range(L.shape[1]):
             members[c] = list(range(len(classes), len(classes) + int(counts[c])))

@@ -115,7 +115,8 @@ def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T
     write_json_atomic(Path(out) / "challenge.json", {
         "k": scheme.k, "n": n, "T": T, "mode": scheme.mode, "c1": scheme.c1,
         "c2": scheme.c2 if scheme.mode == "cross" else None, "masked": bool(scheme.masked),
-        "shape": list(x.shape[1:]), "normalization": norm, "labels": "soft (private part)"})
+        "shape": list(x.shape[1:]), "normalization": norm, "labels": "soft (private part)",
+        "public_normalize": getattr(scheme, "public_normalize", None) if scheme.mode == "cross" else None})
     return Path(out)
 
 

@@ -132,8 +132,27 @@ class SimilarityNetwork(Attack):
         return SimilarityResult(S, auc)
 
 
-def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0) -> torch.Tensor:
-    """N×n 0/1 membership, m images per encryption, N·m/n encryptions per image (see the module docstring)."""
+def soft_memberships(scores, n: int, iters: int = 300, seed: int = 0) -> torch.Tensor:
+    """N×n non-negative memberships H (rows sum to 1) from symmetric NMF S ≈ H Hᵀ (Ding et al.'s
+    multiplicative update with β = 1/2); O(iters·N²·n) time, O(N²) memory."""
+    S = torch.as_tensor(scores, dtype=torch.float64)
+    N = S.shape[0]
+    if S.ndim != 2 or S.shape[1] != N:
+        raise ShapeError(f"scores must be N×N, got {tuple(S.shape)}.")
+    n = check_positive_int(n, "n")
+    S = (S + S.T) / 2
+    g = torch.Generator().manual_seed(seed)
+    H = torch.rand(N, n, generator=g, dtype=torch.float64) * float(S.mean()) ** 0.5
+    for _ in range(iters):
+        H = H * (0.5 + 0.5 * (S @ H) / (H @ (H.T @ H)).clamp_min(1e-12))
+    return H / H.sum(1, keepdim=True).clamp_min(1e-300)
+
+
+def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0, exact_limit: int = 3000) -> torch.Tensor:
+    """N×n 0/1 membership, m images per encryption, N·m/n encryptions per image (see the module docstring).
+    Up to ``exact_limit`` memberships (N·m) the balanced assignment is solved exactly (Hungarian, O((N·m)³));
+    above it greedily: (encryption, image) pairs in decreasing membership, each taken while the image has slots
+    left and the encryption fewer than m images (O(N·n log(N·n)); the published challenge has N·m = 10,000)."""
     from scipy.optimize import linear_sum_assignment
 
     S = torch.as_tensor(scores, dtype=torch.float64)
@@ -143,19 +162,25 @@ def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0)
     n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
     if m > n:
         raise ParameterError(f"m={m} images per encryption cannot exceed n={n}.")
-    S = (S + S.T) / 2
-    g = torch.Generator().manual_seed(seed)
-    H = torch.rand(N, n, generator=g, dtype=torch.float64) * float(S.mean()) ** 0.5
-    for _ in range(iters):  # symmetric NMF (Ding et al.'s update with β = 1/2)
-        H = H * (0.5 + 0.5 * (S @ H) / (H @ (H.T @ H)).clamp_min(1e-12))
+    H = soft_memberships(S, n, iters, seed)
     slots = -(-N * m // n)  # ceil: every image's share of the N·m memberships
-    cost = -torch.log(H / H.sum(1, keepdim=True) + 1e-9).numpy()
+    cost = -torch.log(H + 1e-9).numpy()
+    member = torch.zeros(N, n)
+    if N * m > exact_limit:
+        left, have = np.full(n, slots), np.zeros(N, dtype=int)
+        for flat in np.argsort(cost, axis=None):
+            t, i = divmod(int(flat), n)
+            if have[t] < m and left[i] > 0:
+                member[t, i], have[t], left[i] = 1.0, have[t] + 1, left[i] - 1
+        for t in np.flatnonzero(have < m):  # slots ran out: the encryption's best unused images
+            free = [j for j in np.argsort(cost[t]) if not member[t, j]]
+            member[t, free[:m - have[t]]] = 1.0
+        return member
     # columns: (image, slot); rows: (encryption, its j-th membership); the j-th copy of an image is
     # barred from an encryption's other rows by a large cost on repeated picks after the solve
     big = np.repeat(cost, m, axis=0)           # (N·m)×n
     cols = np.repeat(big, slots, axis=1)        # (N·m)×(n·slots)
     rows, picked = linear_sum_assignment(cols)
-    member = torch.zeros(N, n)
     image = picked // slots
     for r, i in zip(rows, image):
         t = r // m

@@ -1,0 +1,225 @@
+"""The pieces of Carlini et al.'s attack that do not depend on how the assignment is searched
+(``carlini.py``): the two X-steps and the option list.
+
+* ``lift``: X from ``|A X| = B`` by least squares on the lifted U_p = u_p u_pᵀ (n(n+1)/2 unknowns per
+  pixel, shared design): exact when A is, N ≥ n(n+1)/2 and every pair of images co-occurs. Cost
+  O(N·n⁴ + d·n³) time, O(N·n²) memory: for n ≤ 40.
+* ``public_noise`` / ``predict``: the model of ``|x̃_t|`` with the public part p_t (mass r_t = 1 − Σ a_t)
+  as noise of per-pixel mean μ and variance v: ``√((a_t X + r_t μ)² + r_t² v)`` (inside mode: ``|a_t X|``).
+* ``descend``: Adam on X (and other parameters) on that model's squared error, X kept in the box
+  [(0 − mean)/std, (1 − mean)/std] that images in [0, 1] occupy once normalised. With every encryption's
+  mixing row given it needs no pair to co-occur: the *direct* X-step, O(N·n·d) per step (the dense
+  A X product; A has m ≤ k non-zeros per row) and O(N·d) memory.
+* ``Options``: every encryption's candidate mixing rows, flat, and their residuals in chunks —
+  O(options·(n + d)) time per assignment, O(chunk·d) memory beyond the rows themselves.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def pair_features(A: torch.Tensor) -> torch.Tensor:
+    """Rows ``a`` → the coefficients of ``aᵀ U a`` on the upper triangle of a symmetric U."""
+    n = A.shape[1]
+    iu = torch.triu_indices(n, n)
+    return A[:, iu[0]] * A[:, iu[1]] * torch.where(iu[0] == iu[1], 1.0, 2.0).to(A.dtype)
+
+
+def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Tensor | None = None) -> torch.Tensor:
+    """X (n×d) from ``|A X| = B`` by least squares on the lifted U_p = u_p u_pᵀ; signs from ``prior_mean``.
+    ``W``: the rows' pair features (expected ones, under a soft assignment), instead of those of A."""
+    n = A.shape[1]
+    iu = torch.triu_indices(n, n)
+    W = pair_features(A) if W is None else W
+    # LAPACK's least squares differs between calls in the last bits (blocked, threaded); the assignment that
+    # follows is discrete and chaotic, so those bits changed which local minimum a run ends in. Rounding the
+    # solution to float32's precision makes a seed give the same recovery every time.
+    # (A nearly rank-deficient design, e.g. an image no encryption's row uses, can give huge or non-finite
+    # entries: those are clipped so that the eigendecomposition always runs.)
+    V = torch.linalg.lstsq(W, B ** 2).solution.nan_to_num(0.0, 1e30, -1e30).clamp(-1e30, 1e30)
+    V = V.to(torch.float32).to(torch.float64)
+    U = torch.zeros(B.shape[1], n, n, dtype=A.dtype)
+    U[:, iu[0], iu[1]] = V.T
+    U[:, iu[1], iu[0]] = V.T
+    ev, evec = torch.linalg.eigh(U)
+    u = evec[:, :, -1] * ev[:, -1:].clamp_min(0).sqrt()  # d×n
+    closer = ((u - prior_mean[:, None]) ** 2).sum(1) <= ((-u - prior_mean[:, None]) ** 2).sum(1)
+    return (u * torch.where(closer, 1.0, -1.0).to(u.dtype)[:, None]).T
+
+
+class Options:
+    """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
+    each encryption's block starts): one block per encryption (label-consistent rows), or one block of
+    rows shared by all (label-free), whose residuals are one N×O matrix product instead of N copies."""
+
+    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0):
+        self.shared = shared
+        if shared is not None:
+            self.n_encryptions, o = n_encryptions, len(shared)
+            self.owner = torch.arange(n_encryptions).repeat_interleave(o)
+            self.offsets = torch.arange(n_encryptions) * o
+            self.flat = shared
+        else:
+            self.n_encryptions = len(blocks)
+            self.flat = torch.cat(blocks)
+            self.owner = torch.cat([torch.full((len(o),), t) for t, o in enumerate(blocks)])
+            self.offsets = torch.tensor([0] + [len(o) for o in blocks]).cumsum(0)[:-1]
+
+    def rows(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.flat[idx % len(self.flat)] if self.shared is not None else self.flat[idx]
+
+    def random(self, g: torch.Generator) -> torch.Tensor:
+        """One uniformly random option per encryption."""
+        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
+        return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
+
+    def residuals(self, predict, X, B, chunk: int = 16384) -> torch.Tensor:
+        """‖predict(row) − |x̃_owner|‖² for every option, flat."""
+        if self.shared is not None:
+            P = predict(self.shared, X)
+            return ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0).reshape(-1)
+        return torch.cat([(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]]).pow(2).sum(1)
+                          for i in range(0, len(self.flat), chunk)])
+
+    def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
+        """Flat indices of each encryption's (up to) ``K`` most probable options under ``p`` (flat)."""
+        if self.shared is not None:
+            P = p.reshape(self.n_encryptions, -1)
+            kk = min(K, P.shape[1])
+            return (P.topk(kk, 1).indices + self.offsets[:, None]).reshape(-1)
+        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
+        key = self.owner.to(torch.float64) * 2.0 - p.to(torch.float64)  # by encryption, then most probable first
+        order = torch.argsort(key)
+        pos = torch.minimum(self.offsets[:, None] + torch.arange(K)[None], (self.offsets + sizes - 1)[:, None])
+        return order[pos.reshape(-1).unique()]
+
+    def expected(self, p: torch.Tensor, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
+        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (the
+        features computed chunk by chunk, never stored: n(n+1)/2 per option)."""
+        if self.shared is not None:
+            P = p.reshape(self.n_encryptions, -1)
+            return P @ self.shared, P @ pair_features(self.shared)
+        N, n = self.n_encryptions, self.flat.shape[1]
+        A = torch.zeros(N, n, dtype=self.flat.dtype).index_add_(0, self.owner, p[:, None] * self.flat)
+        W = torch.zeros(N, n * (n + 1) // 2, dtype=p.dtype)
+        for i in range(0, len(self.flat), chunk):
+            sl = slice(i, i + chunk)
+            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(self.flat[sl]))
+        return A, W
+
+
+def public_noise(noise: torch.Tensor, stats, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-pixel mean μ and variance v of the public part per unit of its mass: images like the scheme's public
+    pool, normalised with ``stats``; v = σ² · 2/(k − 1) (E Σ w_j² = 2/(m + 1) for a Dirichlet(1) split of
+    the public mass over m = k − 2 images)."""
+    from ...encoders.instahide import InstaHide
+
+    z = InstaHide.normalize_images(noise, stats).reshape(len(noise), -1).to(torch.float64)
+    return z.mean(0), z.var(0) * 2.0 / (k - 1)
+
+
+def predict(A: torch.Tensor, X: torch.Tensor, mu: torch.Tensor | None, var: torch.Tensor | None) -> torch.Tensor:
+    """The model of |x̃|: |A X| inside (``mu`` None); √((A X + (1 − s) μ)² + (1 − s)² v) cross, s = Σ_j A_tj."""
+    return link(A @ X, A.sum(1, keepdim=True), mu, var)
+
+
+def link(U: torch.Tensor, mass: torch.Tensor, mu, var) -> torch.Tensor:
+    """``predict`` from the private part U = A X and its mass s (a column)."""
+    if mu is None:
+        return U.abs()
+    rest = 1.0 - mass
+    return ((U + rest * mu) ** 2 + rest ** 2 * var + 1e-12).sqrt()  # (+1e-12: a finite gradient at 0)
+
+
+def flip_signs(X, A, B, noise, box, rounds: int = 3) -> torch.Tensor:
+    """Local search over single pixels: moving one pixel of one image to −x (its sign flipped), to the box's low
+    end or to its high end (black or white in [0, 1]) changes the error of only the encryptions that mix that
+    image; take each pixel's best such move when it lowers the error, ``rounds`` times. Adam cannot cross the
+    barrier between x and −x (a dark background turned grey, one image at a time, is the failure it fixes).
+    O(nnz(A)·d) per round and candidate."""
+    t, i = A.nonzero(as_tuple=True)
+    a, mass = A[t, i][:, None], A.sum(1, keepdim=True)
+    for _ in range(rounds):
+        U = A @ X
+        base = (link(U, mass, *noise) - B).pow(2)[t]
+        candidates = [torch.maximum(torch.minimum(-X, box[1]), box[0]), box[0].expand_as(X), box[1].expand_as(X)]
+        gains = torch.stack([torch.zeros_like(X).index_add_(
+            0, i, base - (link(U[t] + a * (c[i] - X[i]), mass[t], *noise) - B[t]).pow(2)) for c in candidates])
+        best, which = gains.max(0)
+        better = best > 1e-9 * float(base.sum() / max(len(t), 1))
+        if not bool(better.any()):
+            break
+        X = torch.where(better, torch.stack(candidates).gather(0, which[None])[0], X)
+    return X
+
+
+def descend(X, B, steps: int, lr: float, rows, model, box=None, extra=(), weights=None):
+    """Adam on X (and ``extra`` parameters) for ``steps`` steps on ``‖model(rows(), X) − B‖²`` (each row's error
+    times ``weights`` when given), X projected on ``box`` = (low, high) per pixel after each step; returns the
+    last rows and X."""
+    X = X.clone().requires_grad_(True)
+    opt = torch.optim.Adam([*extra, X], lr=lr)
+    A = rows()
+    for _ in range(steps):
+        A = rows()
+        err = (model(A, X) - B).pow(2)
+        loss = (err if weights is None else err * weights).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if box is not None:
+            with torch.no_grad():
+                X.copy_(torch.maximum(torch.minimum(X, box[1]), box[0]))
+    return A.detach(), X.detach()
+
+
+def moment_gap(B, mass, private_z, noise, stats, k: int, c2: float, g: torch.Generator) -> float:
+    """How far the per-pixel mean of |x̃|² over the encryptions ``B`` is from that of as many mixes simulated
+    with the attacker's own normalised images ``private_z`` (two per mix, private mass ``mass`` — the labels'
+    — or uniform on [c2, 1]) and ``noise`` images normalised with ``stats`` (Dirichlet(1) split of the rest):
+    the statistic that tells which normalisation the owner gave its public images."""
+    from ...encoders.instahide import InstaHide
+
+    N = B.shape[0]
+    s = mass if mass is not None else c2 + (1 - c2) * torch.rand(N, generator=g, dtype=torch.float64)
+    s = s.to(torch.float64)[:, None]
+    u = 0.2 + 0.6 * torch.rand(N, 1, generator=g, dtype=torch.float64)
+    pick = torch.randint(len(private_z), (N, 2), generator=g)
+    sim = s * u * private_z[pick[:, 0]] + s * (1 - u) * private_z[pick[:, 1]]
+    z = InstaHide.normalize_images(noise, stats).reshape(len(noise), -1).to(torch.float64)
+    e = -torch.log(torch.rand(N, k - 2, generator=g, dtype=torch.float64).clamp_min(1e-300))
+    w = (1 - s) * e / e.sum(1, keepdim=True)
+    idx = torch.randint(len(z), (N, k - 2), generator=g)
+    sim = sim + (w[:, :, None] * z[idx]).sum(1)
+    return float(((sim ** 2).mean(0) - (B ** 2).mean(0)).pow(2).mean())
+
+
+def orient(X, A, B, prior, model, box, tol: float = 0.01) -> torch.Tensor:
+    """Each pixel's global sign. The model is per pixel, and with a public part of mean ≈ 0 (public images
+    normalised with their own statistics) negating a pixel in every image fits almost as well: Adam cannot
+    cross that barrier. Per pixel, take −X (clamped to ``box``) where it fits better by more than ``tol``
+    (relative), or fits within ``tol`` and is closer to the attacker's ``prior`` mean."""
+    flipped = torch.maximum(torch.minimum(-X, box[1]), box[0])
+    e, ef = (model(A, X) - B).pow(2).sum(0), (model(A, flipped) - B).pow(2).sum(0)
+    closer = ((flipped - prior) ** 2).sum(0) < ((X - prior) ** 2).sum(0)
+    flip = (ef < e * (1 - tol)) | ((ef <= e * (1 + tol)) & closer)
+    return torch.where(flip, flipped, X)
+
+
+def public_convention(encryptions, labels, public, noise, k: int, c2: float = 0.3, seed: int = 0) -> str:
+    """``"private"`` or ``"own"``: how the owner normalised the public images of cross-dataset encryptions — with
+    the private set's channel statistics (estimated from the attacker's ``public`` images of the same kind) or
+    with the public pool's own (``noise``: images like it) — the one whose ``moment_gap`` is smaller."""
+    from ...encoders.instahide import InstaHide
+
+    E = torch.as_tensor(encryptions, dtype=torch.float64)
+    B = E.reshape(len(E), -1).abs()
+    public, noise = torch.as_tensor(public, dtype=torch.float32), torch.as_tensor(noise, dtype=torch.float32)
+    stats = InstaHide(k=k).channel_stats(public)
+    own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
+    mass = None if labels is None else torch.as_tensor(labels, dtype=torch.float64).sum(1)
+    g = torch.Generator().manual_seed(seed)
+    gaps = {name: moment_gap(B, mass, own, noise, st, k, c2, g)
+            for name, st in (("private", stats), ("own", InstaHide(k=k).channel_stats(noise)))}
+    return min(gaps, key=gaps.get)
