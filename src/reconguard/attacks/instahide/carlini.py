@@ -291,9 +291,11 @@ class CarliniAttack(Attack):
             raise ParameterError(f"{N} encryptions cannot determine {n_hat} images by lifting (needs N ≥ n(n+1)/2 = "
                                  f"{lifted}); use solver='direct' (or 'auto'), which needs no pair to co-occur.")
         B = E.reshape(N, -1).abs()
-        stats = InstaHide(k=self.k).channel_stats(public)
+        # Statistics rounded to 6 decimals: vectorised float32 sums differ in the last bits with the input's memory
+        # alignment, and the discrete assignment turns those bits into a different local minimum.
+        stats = tuple(tuple(round(v, 6) for v in part) for part in InstaHide(k=self.k).channel_stats(public))
         own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
-        prior = own.mean(0)
+        prior = (own.mean(0) * 1e6).round() / 1e6
         std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
         mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
         self._box = (-mean_t / std_t, (1 - mean_t) / std_t)  # images in [0, 1], normalised
