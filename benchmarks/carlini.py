@@ -94,9 +94,8 @@ def main():
     sizes = a.sizes or ([f"{a.n}x{a.T}"] if a.n and a.T else ["20x50", "50x50", "100x50"])
     print(f"{'n':>4s} {'T':>4s} {'n·T':>6s} {'solver':>6s} {'seconds':>8s} {'peak GiB':>8s} {'identified':>10s} "
           f"{'1-1 SSIM':>9s} {'baseline id.':>12s} {'baseline SSIM':>13s}", flush=True)
-    argv = [arg for arg in sys.argv[1:]]
     for size in sizes:
-        out = subprocess.run([sys.executable, __file__, *argv, "--one", size], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--one", size], capture_output=True, text=True)
         if out.returncode:
             sys.exit(f"{size}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
         row = json.loads(out.stdout.strip().splitlines()[-1])

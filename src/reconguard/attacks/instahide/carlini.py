@@ -188,8 +188,7 @@ class CarliniAttack(Attack):
         if self._solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
             X = self._descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
-            X = flip_signs(orient(X, A, B, prior, self._predict, self._box), A, B, self._noise, self._box)
-            return X
+            return flip_signs(orient(X, A, B, prior, self._predict, self._box), A, B, self._noise, self._box)
         X = lift(A, B, prior) if X is None else X
         steps = self.refine_steps if steps is None else steps
         if not steps:
