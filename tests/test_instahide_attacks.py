@@ -164,8 +164,10 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
         CarliniAttack(4, 20).run(enc, labels * 0.5, d.images[public])
     with pytest.raises(errors.ParameterError, match="needs N"):
         CarliniAttack(4, 60, solver="lift").run(enc[:100], labels[:100], d.images[public])
-    with pytest.raises(errors.ParameterError, match="too large"):
-        CarliniAttack(4, 20, max_options=1000).run(enc, labels, d.images[public])
+    with pytest.raises(errors.ParameterError, match="max_options"):
+        CarliniAttack(4, 20, search="exhaustive", max_options=1000).run(enc, labels, d.images[public])
+    with pytest.raises(errors.ParameterError, match="too large even for the local search"):
+        CarliniAttack(4, 20, max_options=10).run(enc, labels, d.images[public])
 
 
 def _cross_challenge(tmp_path, k, seed):
@@ -426,3 +428,45 @@ def test_clustering_scales_past_the_exact_assignment():
     C = (Mh.T @ M).numpy()
     ri, ci = linear_sum_assignment(-C)
     assert C[ri, ci].sum() >= 0.9 * M.sum()
+
+
+def test_carlini_local_search_past_the_option_limit(tmp_path):
+    """Issue 15 item 4 at smoke size: when the label-consistent assignments outnumber ``max_options`` (inside k = 4
+    at n = 100: ~5·10⁷) the attack changes one class's members at a time instead of listing them. The rows stay
+    label-consistent, no sweep raises the error for a fixed X, and it recovers what the exhaustive list recovers
+    (n = 30, T = 25: 738,608 rows listed, 60,781 components searched)."""
+    import numpy as np
+
+    from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
+    from reconguard.attacks.instahide.carlini_local import LocalOptions
+    from reconguard.attacks.instahide.carlini_model import predict
+    from reconguard.encoders import InstaHide
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    private, public = perm[:1000], perm[1000:]
+    make_challenge(InstaHide(k=4), d.images[private], d.labels[private], 30, 25, tmp_path / "c", tmp_path / "t", seed=5,
+                   key_seed=5)
+    enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+    with pytest.raises(errors.ParameterError, match="search='local'"):
+        CarliniAttack(4, 30, solver="direct", search="exhaustive", max_options=20_000).run(enc, labels, d.images[public])
+    scores = {}
+    for search, limit in (("auto", 20_000), ("exhaustive", 2_000_000)):
+        r = CarliniAttack(4, 30, solver="direct", search=search, max_options=limit).run(enc, labels, d.images[public])
+        scores[r.search] = score_challenge(r.images, tmp_path / "t")
+        onehot = torch.nn.functional.one_hot(r.classes, 10).double()
+        assert torch.allclose(r.mixing @ onehot, torch.as_tensor(labels, dtype=torch.float64), atol=1e-9)
+    local, full = scores["local"], scores["exhaustive"]
+    assert local.identified >= full.identified - 0.1, (local.summary(), full.summary())
+    assert local.identified >= local.baseline.identified + 0.5, local.summary()
+    # one assign call never raises the error of the states it starts from
+    atk = CarliniAttack(4, 30)
+    L = torch.as_tensor(labels, dtype=torch.float64)
+    classes, members = atk._class_members(L, len(L))
+    opts = LocalOptions([(t, *pc) for t in range(len(L)) for pc in atk._components(L[t], members)], 30, len(L))
+    A = opts.random(torch.Generator().manual_seed(0))
+    X = torch.randn(30, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    B = torch.as_tensor(enc, dtype=torch.float64).reshape(len(L), -1).abs()
+    before = float((predict(A, X, None, None) - B).pow(2).sum())
+    A2, total = opts.assign(X, B, (None, None))
+    assert total <= before and abs(total - float((predict(A2, X, None, None) - B).pow(2).sum())) < 1e-6 * total

@@ -115,7 +115,8 @@ def _cmd_instahide_attack(args) -> int:
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
     size = ch.encryptions.shape[-1] if args.public == "digits" else None
     public = _labelled_data(args.public, size, args.public_root).images
-    r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, label_free=args.label_free,
+    r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
+                         label_free=args.label_free,
                          similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
                          seed=args.seed, progress=not args.quiet)
     print(f"{r.description} in {r.seconds:.1f} s")
@@ -175,7 +176,11 @@ def register(sub) -> None:
     sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
                     "with the lifting, 1 with the direct X-step)")
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",
-                    help="carlini: the X-step (auto: lifting for small inside challenges, else direct)")
+                    help="carlini: the X-step (auto: direct, which needs no pair of images to co-occur; lift: the "
+                    "least-squares lifting, for N ≥ n(n+1)/2)")
+    sp.add_argument("--search", choices=["auto", "exhaustive", "local"], default="auto",
+                    help="carlini with labels: score every label-consistent assignment, or change one class's members "
+                    "at a time (auto: local when there are more than 2,000,000, e.g. inside k = 4 at n = 100)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

@@ -74,13 +74,21 @@ class Options:
         sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
         return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
 
-    def residuals(self, predict, X, B, chunk: int = 16384) -> torch.Tensor:
+    def residuals(self, predict, X, B, chunk: int = 2048) -> torch.Tensor:
         """‖predict(row) − |x̃_owner|‖² for every option, flat."""
         if self.shared is not None:
             P = predict(self.shared, X)
             return ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0).reshape(-1)
         return torch.cat([(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]]).pow(2).sum(1)
                           for i in range(0, len(self.flat), chunk)])
+
+    def assign(self, X: torch.Tensor, B: torch.Tensor, noise) -> tuple[torch.Tensor, float]:
+        """Every encryption's option of smallest residual under ``predict`` (``noise``: its μ, v): the rows and
+        the total residual."""
+        res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B)
+        key = self.owner.to(torch.float64) * (float(res.max()) + 1.0) + res  # by encryption, then residual
+        first = torch.argsort(key)[self.offsets]
+        return self.rows(first), float(res[first].sum())
 
     def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
         """Flat indices of each encryption's (up to) ``K`` most probable options under ``p`` (flat)."""
