@@ -10,8 +10,9 @@ descent: the current state is among its neighbours, so no state's error rises); 
 state moves (at most ``sweeps`` times) and gives each encryption its best state's row.
 
 The private part of a neighbour is ``U = U_state − U_old + U_new`` (U_c = Σ_m w_m X[i_m] for a component), so a
-sweep costs O(R·m·d) for R = Σ_t Σ_q Σ_c K_c components of m ≤ 3 members, in chunks of ``chunk`` rows (small: a 2,048 × d block stays in cache, 4× faster than 32,768 measured); memory
-O(R·m) for the components plus O((G + S)·d) for the G states' and S slots' private parts.
+sweep costs O(R·m·d) for R = Σ_t Σ_q Σ_c K_c components of m ≤ 3 members, in chunks of ``chunk`` rows (small:
+a 2,048 × d block stays in cache — 4× faster than 32,768, measured); memory O(R·m) for the components plus
+O((G + S)·d) for the G states' and S slots' private parts.
 """
 
 from __future__ import annotations
