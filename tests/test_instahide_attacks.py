@@ -135,20 +135,28 @@ def test_averaging_and_demasking(digits28):
         AveragingAttack(strong=True).run(E, None)
 
 
-def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
-    """Item 3: n = 20 private digits, T = 25 encryptions each, k = 4 (inside, soft labels released).
-    The attacker's public digits are disjoint from the challenge."""
+def _inside_challenge(tmp_path, n, T, seed):
+    """A k = 4 inside challenge of n of the first 1,000 shuffled digits; the attacker's digits are the rest."""
     import numpy as np
 
-    from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
+    from reconguard.attacks.instahide import make_challenge
     from reconguard.encoders import InstaHide
 
     d = load_digits()
     perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
     private, public = perm[:1000], perm[1000:]
-    make_challenge(InstaHide(k=4), d.images[private], d.labels[private], 20, 25, tmp_path / "c", tmp_path / "t", seed=2,
-                   key_seed=2)
-    enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+    make_challenge(InstaHide(k=4), d.images[private], d.labels[private], n, T, tmp_path / "c", tmp_path / "t", seed=seed,
+                   key_seed=seed)
+    return d, public, np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+
+
+def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
+    """Item 3: n = 20 private digits, T = 25 encryptions each, k = 4 (inside, soft labels released).
+    The attacker's public digits are disjoint from the challenge."""
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
+    from reconguard.encoders import InstaHide
+
+    d, public, enc, labels = _inside_challenge(tmp_path, 20, 25, 2)
     r = CarliniAttack(4, 20).run(enc, labels, d.images[public])
     score = score_challenge(r.images, tmp_path / "t")
     assert r.images.shape == (20, 1, 8, 8)
@@ -435,19 +443,11 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     at n = 100: ~5·10⁷) the attack changes one class's members at a time instead of listing them. The rows stay
     label-consistent, no sweep raises the error for a fixed X, and it recovers what the exhaustive list recovers
     (n = 30, T = 25: 738,608 rows listed, 60,781 components searched)."""
-    import numpy as np
-
-    from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
     from reconguard.attacks.instahide.carlini_local import LocalOptions
     from reconguard.attacks.instahide.carlini_model import predict
-    from reconguard.encoders import InstaHide
 
-    d = load_digits()
-    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
-    private, public = perm[:1000], perm[1000:]
-    make_challenge(InstaHide(k=4), d.images[private], d.labels[private], 30, 25, tmp_path / "c", tmp_path / "t", seed=5,
-                   key_seed=5)
-    enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
+    d, public, enc, labels = _inside_challenge(tmp_path, 30, 25, 5)
     with pytest.raises(errors.ParameterError, match="search='local'"):
         CarliniAttack(4, 30, solver="direct", search="exhaustive", max_options=20_000).run(enc, labels, d.images[public])
     scores = {}
