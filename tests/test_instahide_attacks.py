@@ -450,6 +450,8 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     d, public, enc, labels = _inside_challenge(tmp_path, 30, 25, 5)
     with pytest.raises(errors.ParameterError, match="search='local'"):
         CarliniAttack(4, 30, solver="direct", search="exhaustive", max_options=20_000).run(enc, labels, d.images[public])
+    with pytest.raises(errors.ParameterError, match="needs the soft labels"):
+        CarliniAttack(4, 30, search="local").run(enc, None, d.images[public])
     scores = {}
     for search, limit in (("auto", 20_000), ("exhaustive", 2_000_000)):
         r = CarliniAttack(4, 30, solver="direct", search=search, max_options=limit).run(enc, labels, d.images[public])

@@ -316,6 +316,9 @@ class CarliniAttack(Attack):
             if chosen == "auto":
                 chosen = public_convention(E, labels, public, noise, self.k, self.c2, self.seed)
             self._noise = public_noise(noise, stats if chosen == "private" else InstaHide(k=self.k).channel_stats(noise), self.k)
+        if members is None and self.search == "local":
+            raise ParameterError("search='local' changes one labelled class's members at a time: it needs the soft "
+                                 "labels (label-free, use search='auto', with similarity= at large n).")
         if members is None and similarity is not None and len(self._free_splits()) * math.comb(n_hat, self.members) > 20_000:
             opts = self._candidate_options(similarity, n_hat)
         elif members is None:
