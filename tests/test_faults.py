@@ -211,10 +211,16 @@ def _wait_for(path: Path, proc, timeout=240):
         time.sleep(0.2)
 
 
+def _sigint_default():
+    """In the child before exec: SIGINT back to its default. A shell's background job (``make test &``, ``nohup``)
+    starts with SIGINT ignored, Python then installs no KeyboardInterrupt handler, and Ctrl-C did nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _slowed(module: str, attr: str, seconds: float, args: list) -> list:
     """The CLI (``main(args)``, as ``python -m reconguard`` runs it) with ``module.attr`` followed by a sleep: a signal
-    sent once its first call has happened lands mid-run on a machine of any speed (a fast one finished the smoke
-    demo within the second these tests wait)."""
+    sent once its first call has happened lands mid-run, and a second run started then finds the first still
+    running, however fast the machine."""
     code = (f"import importlib, sys, time\nobj = importlib.import_module({module!r})\n*path, name = {attr!r}.split('.')\n"
             "for part in path:\n    obj = getattr(obj, part)\nf = getattr(obj, name)\n"
             f"def slow(*a, **k):\n    r = f(*a, **k)\n    time.sleep({seconds!r})\n    return r\n"
@@ -225,7 +231,8 @@ def _slowed(module: str, attr: str, seconds: float, args: list) -> list:
 def test_ctrl_c_exits_130_and_leaves_nothing(work):
     proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 1.5,
                                     ["demo", "--preset", "smoke", "--out", "d", "--quiet"]),
-                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
     _wait_for(work / ".d.lock", proc)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
@@ -241,7 +248,8 @@ def test_recipe_killed_then_resumed_skips_finished_units_and_equals_a_full_run(w
     assert rg("demo", "--preset", "smoke", "--out", "full", "--quiet", cwd=work).returncode == 0
     proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 1.0,
                                     ["demo", "--preset", "smoke", "--out", "cut", "--quiet"]),
-                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
     start = time.time()
     while not list((work / ".cut.units").glob("*.pt")) if (work / ".cut.units").exists() else True:
         assert proc.poll() is None and time.time() - start < 240
@@ -261,7 +269,8 @@ def test_recipe_killed_then_resumed_skips_finished_units_and_equals_a_full_run(w
 def test_two_runs_into_one_out(work):
     first = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 1.5,
                                      ["demo", "--preset", "smoke", "--out", "d", "--quiet"]),
-                             cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+                             cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
     _wait_for(work / ".d.lock", first)
     second = rg("demo", "--preset", "smoke", "--out", "d", "--quiet", cwd=work)
     assert_refused(second, "another reconguard run")
@@ -283,7 +292,7 @@ def test_train_killed_then_resumed_equals_an_uninterrupted_run(work, sig):
 
     assert subprocess.run(_train(work, "full"), cwd=work, env=ENV, capture_output=True).returncode == 0
     proc = subprocess.Popen(_slowed("reconguard.io", "save_torch_atomic", 0.5, _train(work, "cut")[3:]), cwd=work, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     ckpt = work / ".cut.checkpoint.pt"
     _wait_for(ckpt, proc)
     time.sleep(0.5)
