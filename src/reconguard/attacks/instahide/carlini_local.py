@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .carlini_model import link
+from .carlini_model import link, segment_argmin, segment_starts
 
 
 class LocalOptions:
@@ -45,9 +45,8 @@ class LocalOptions:
         self.slot_start = torch.tensor(slot_start)
         self.slot_size = torch.diff(torch.cat([self.slot_start, torch.tensor([len(idx)])]))
         self.comp_group = self.slot_group[self.slot]
-        self.group_start = torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(self.comp_group)).squeeze(1) + 1])
-        owners = self.group_owner
-        self.owner_start = torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(owners)).squeeze(1) + 1])
+        self.group_start = segment_starts(self.comp_group)     # state → its first component
+        self.owner_start = segment_starts(self.group_owner)    # encryption → its first state
         self.cur = self.slot_start.clone()                    # slot → its current component
         self.mass = torch.zeros(len(group_owner), dtype=torch.float64)
         self.mass.index_add_(0, self.slot_group, self.w[self.slot_start].sum(1))  # a state's mass is fixed
@@ -113,9 +112,8 @@ class LocalOptions:
                 U = rest[self.slot[c]] + self._private(c, Xf)
                 res[i:i + self.chunk] = (link(U, massf[grp, None], *nf) - Bf[self.group_owner[grp]]).pow(2).sum(1)
             grp = self.comp_group[comps]
-            low = torch.full((G,), torch.inf).scatter_reduce(0, grp, res, "amin")
-            pos = torch.where(res == low[grp], torch.arange(len(comps)), len(comps))
-            best = comps[torch.full((G,), len(comps)).scatter_reduce(0, grp, pos, "amin")[groups]]  # best neighbours
+            where, low = segment_argmin(res, grp, G)
+            best = comps[where[groups]]  # best neighbours
             slots = self.slot[best]
             is_cur = comps == self.cur[self.slot[comps]]           # the current state, once per class
             now = torch.zeros(G).index_put_((grp[is_cur],), res[is_cur])
@@ -125,7 +123,6 @@ class LocalOptions:
             groups = groups[moved]
             if not len(groups):
                 break
-        key = self.group_owner.to(torch.float64) * (float(state_res.max()) + 1.0) + state_res.double()
-        self.choice = torch.argsort(key)[self.owner_start]
+        self.choice = segment_argmin(state_res, self.group_owner, self.n_encryptions)[0]
         A = self._rows()
         return A, float((link(A @ X, A.sum(1, keepdim=True), *noise) - B).pow(2).sum())

@@ -12,6 +12,8 @@
   A X product; A has m ≤ k non-zeros per row) and O(N·d) memory.
 * ``Options``: every encryption's candidate mixing rows, flat, and their residuals in chunks —
   O(options·(n + d)) time per assignment, O(chunk·d) memory beyond the rows themselves.
+* ``segment_starts`` / ``segment_argmin``: the two index idioms both searches share (where each run of a sorted
+  id starts; each segment's smallest value).
 """
 
 from __future__ import annotations
@@ -46,6 +48,19 @@ def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Te
     u = evec[:, :, -1] * ev[:, -1:].clamp_min(0).sqrt()  # d×n
     closer = ((u - prior_mean[:, None]) ** 2).sum(1) <= ((-u - prior_mean[:, None]) ** 2).sum(1)
     return (u * torch.where(closer, 1.0, -1.0).to(u.dtype)[:, None]).T
+
+
+def segment_starts(ids: torch.Tensor) -> torch.Tensor:
+    """Where each run of equal values in the sorted ``ids`` starts."""
+    return torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(ids)).squeeze(1) + 1])
+
+
+def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each segment ``0 … count − 1`` of ``ids``: the index of its smallest value (the first of ties) and that
+    value (an empty segment: ``len(values)`` and inf). O(len(values)), no sort."""
+    low = torch.full((count,), torch.inf, dtype=values.dtype).scatter_reduce(0, ids, values, "amin")
+    pos = torch.where(values == low[ids], torch.arange(len(values)), len(values))
+    return torch.full((count,), len(values)).scatter_reduce(0, ids, pos, "amin"), low
 
 
 class Options:
@@ -86,9 +101,8 @@ class Options:
         """Every encryption's option of smallest residual under ``predict`` (``noise``: its μ, v): the rows and
         the total residual."""
         res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B)
-        key = self.owner.to(torch.float64) * (float(res.max()) + 1.0) + res  # by encryption, then residual
-        first = torch.argsort(key)[self.offsets]
-        return self.rows(first), float(res[first].sum())
+        first, low = segment_argmin(res, self.owner, self.n_encryptions)
+        return self.rows(first), float(low.sum())
 
     def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
         """Flat indices of each encryption's (up to) ``K`` most probable options under ``p`` (flat)."""
