@@ -381,11 +381,11 @@ def _both_conventions(tmp_path, n, T, k=6, seed=0):
 def test_carlini_attack_under_either_public_normalisation(tmp_path):
     """Issue 15 item 5: the attack does not assume how the owner normalised the public images — it tells the
     convention from the encryptions (both ways) and recovers the images under the reference convention (public
-    patches normalised with their own statistics) well above the random guess. Measured on this challenge:
-    identified 0.90 (own) vs 1.00 (private), 1-to-1 SSIM 0.88 vs 0.98, guess 0.05 / 0.72. The issue's "within
-    0.1 of each other" is met here but not in general: two other challenges of this size gave 0.75 vs 0.85 and
-    0.60 vs 1.00. With a zero-mean public part the sign of a dark background is lost in |x̃| one encryption at a
-    time (the assignment is right for 56 % of encryptions against 88 %), so no gap is asserted."""
+    patches normalised with their own statistics) within 0.1 of the other convention and well above the random
+    guess. Measured on this challenge: identified 0.90 (own) vs 0.95 (private), 1-to-1 SSIM 0.81 vs 0.98, guess
+    0.05 / 0.72. On six challenges of this size (key seeds 0–5) the gaps are 0.05, 0.15, 0.15, 0.00, 0.10, 0.05
+    (mean 0.08; own 0.85–0.95) — before the assignment discounted the public part's smooth directions
+    (``noise_rank=0``) they were 0.10, 0.10, 0.40, 0.15 on seeds 0–3 (own 0.60–0.90)."""
     from reconguard.attacks.instahide import CarliniAttack, score_challenge
     from reconguard.attacks.instahide.carlini_model import public_convention
     from reconguard.encoders.instahide import paper_c1
@@ -399,8 +399,59 @@ def test_carlini_attack_under_either_public_normalisation(tmp_path):
         scores[convention] = score_challenge(r.images, truth)
     own_s, private_s = scores["own"], scores["private"]
     assert private_s.identified >= 0.9 and private_s.matched_ssim >= 0.9, private_s.summary()
-    assert own_s.identified >= 0.7 and own_s.matched_ssim >= 0.8, own_s.summary()
-    assert own_s.identified >= own_s.baseline.identified + 0.5 and own_s.matched_ssim > own_s.baseline.matched_ssim + 0.1
+    assert own_s.identified >= 0.8 and own_s.matched_ssim >= 0.75, own_s.summary()
+    assert abs(own_s.identified - private_s.identified) <= 0.1 + 1e-9, (own_s.summary(), private_s.summary())
+    assert own_s.identified >= own_s.baseline.identified + 0.5 and own_s.matched_ssim > own_s.baseline.matched_ssim + 0.05
+
+
+def test_noise_metric_picks_the_true_pair_more_often():
+    """The assignment's error under the public part's ``Metric`` (its dominant, smooth directions discounted,
+    estimated from mixes the attacker simulates with its own digits) against plain squared error, with the *true*
+    images, on a cross k = 6 challenge whose public patches are normalised with their own statistics (seeded keys,
+    8×8 digits, n = 30, T = 30): the least-error label-consistent option is the true pair for 52 % of encryptions
+    under ‖·‖², 63 % at rank 20 (measured; at 28×28, n = 100, T = 50: 27 % vs 44 %). Also: the shared-option path
+    (``Metric.cross``) agrees with the per-row one, rank 0 is plain squared error, a negative rank is refused."""
+    from reconguard.attacks.instahide import CarliniAttack
+    from reconguard.attacks.instahide.carlini_model import PLAIN, Options, cross_noise, predict, segment_argmin
+    from reconguard.encoders import InstaHide
+    from reconguard.encoders.instahide import paper_c1
+    from reconguard.experiments.instahide import public_pool
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    n, T = 30, 30
+    x, y, own = d.images[perm[:n]], d.labels[perm[:n]], d.images[perm[1000:]]
+    pool = public_pool("samples", d.images.shape[1:])
+    noise = pool.get(torch.arange(1000))
+    scheme = InstaHide(6, c1=paper_c1(6), mode="cross", public=pool, public_normalize="own")
+    encs = [scheme.encrypt(x, y, seed=1000 + t) for t in range(T)]
+    E, L = torch.cat([e.images for e in encs]).double(), torch.cat([e.labels for e in encs]).double()
+    pairs = torch.cat([e.key.partners[:, :2] for e in encs])
+    order = torch.argsort(y, stable=True)  # the attack's image slots: by class
+    slot = torch.empty(n, dtype=torch.long)
+    slot[order] = torch.arange(n)
+    members = {}
+    for s_, i in enumerate(order.tolist()):
+        members.setdefault(int(y[i]), []).append(s_)
+    attack = CarliniAttack(6, n, c1=paper_c1(6), mode="cross")
+    opts = Options([attack._options(L[t], members, n) for t in range(len(E))])
+    stats = InstaHide(k=6).channel_stats(own)
+    X = InstaHide.normalize_images(x, stats).reshape(n, -1).double()[order]
+    own_z = InstaHide.normalize_images(own, stats).reshape(len(own), -1).double()
+    B, truth = E.reshape(len(E), -1).abs(), slot[pairs]
+    right = {}
+    for rank in (0, 20):
+        convention, model, metric = cross_noise(E, L, own, noise, own_z, stats, 6, 0.3, "auto", rank, 0)
+        assert convention == "own" and (metric is PLAIN) == (rank == 0)
+        first, _ = segment_argmin(opts.residuals(lambda A, Z: predict(A, Z, *model), X, B, metric), opts.owner, len(E))
+        chosen = opts.flat[first] > 0
+        right[rank] = float(chosen[torch.arange(len(E))[:, None], truth].all(1).float().mean())
+    assert right[20] >= right[0] + 0.06, right  # measured 0.63 vs 0.52
+    P = predict(opts.flat[:50], X, *model)
+    assert torch.allclose(metric.cross(B[:7], P), torch.stack([metric(P - b) for b in B[:7]]), rtol=1e-9, atol=1e-6)
+    assert torch.allclose(PLAIN(P - B[0]), (P - B[0]).pow(2).sum(1))
+    with pytest.raises(errors.ParameterError, match="noise_rank"):
+        CarliniAttack(6, n, mode="cross", noise_rank=-1)
 
 
 def test_carlini_attack_without_co_occurring_pairs(tmp_path):

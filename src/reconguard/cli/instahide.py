@@ -116,7 +116,7 @@ def _cmd_instahide_attack(args) -> int:
     size = ch.encryptions.shape[-1] if args.public == "digits" else None
     public = _labelled_data(args.public, size, args.public_root).images
     r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
-                         label_free=args.label_free,
+                         noise_rank=args.noise_rank, label_free=args.label_free,
                          similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
                          seed=args.seed, progress=not args.quiet)
     print(f"{r.description} in {r.seconds:.1f} s")
@@ -181,6 +181,9 @@ def register(sub) -> None:
     sp.add_argument("--search", choices=["auto", "exhaustive", "local"], default="auto",
                     help="carlini with labels: score every label-consistent assignment, or change one class's members "
                     "at a time (auto: local when there are more than 2,000,000, e.g. inside k = 4 at n = 100)")
+    sp.add_argument("--noise-rank", type=int, default=20,
+                    help="carlini, cross mode: how many dominant directions of the public part (smooth image texture) the "
+                    "assignment's error discounts (0: plain squared error)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .carlini_model import link, segment_argmin, segment_starts
+from .carlini_model import PLAIN, link, segment_argmin, segment_starts
 
 
 class LocalOptions:
@@ -90,10 +90,10 @@ class LocalOptions:
         self.choice = self.owner_start + (torch.rand(len(sizes), generator=g, dtype=torch.float64) * sizes).long()
         return self._rows()
 
-    def assign(self, X: torch.Tensor, B: torch.Tensor, noise) -> tuple[torch.Tensor, float]:
+    def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric=PLAIN) -> tuple[torch.Tensor, float]:
         """Steepest-descent sweeps of every state against ``|x̃|`` = ``B`` under the model ``link`` (``noise``:
-        its public-part μ, v, or (None, None)) — after the first, only the states that moved are scored again;
-        each encryption's row and its total error. Scored in float32 (the comparisons only; the total is
+        its public-part μ, v, or (None, None)) and the error ``metric`` — after the first, only the states that
+        moved are scored again; each encryption's row and its total error. Scored in float32 (the comparisons only; the total is
         float64): the sweep is memory-bound, 4 gathers of d values per component."""
         G = len(self.group_owner)
         Xf, Bf = X.float(), B.float()
@@ -110,7 +110,7 @@ class LocalOptions:
                 c = comps[i:i + self.chunk]
                 grp = self.comp_group[c]
                 U = rest[self.slot[c]] + self._private(c, Xf)
-                res[i:i + self.chunk] = (link(U, massf[grp, None], *nf) - Bf[self.group_owner[grp]]).pow(2).sum(1)
+                res[i:i + self.chunk] = metric(link(U, massf[grp, None], *nf) - Bf[self.group_owner[grp]])
             grp = self.comp_group[comps]
             where, low = segment_argmin(res, grp, G)
             best = comps[where[groups]]  # best neighbours
@@ -125,4 +125,4 @@ class LocalOptions:
                 break
         self.choice = segment_argmin(state_res, self.group_owner, self.n_encryptions)[0]
         A = self._rows()
-        return A, float((link(A @ X, A.sum(1, keepdim=True), *noise) - B).pow(2).sum())
+        return A, float(metric(link(A @ X, A.sum(1, keepdim=True), *noise) - B).sum())
