@@ -113,8 +113,8 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
                           search=search, noise_rank=noise_rank, progress=progress).run(
             enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
         how = "label-free grid assignment" if label_free else f"label-constrained assignment, {r.search} search"
-        norm = (f", public part normalised with {r.public_normalization} statistics, its {noise_rank} dominant "
-                "directions discounted" if r.public_normalization else "")
+        discount = f"its {noise_rank} dominant directions discounted" if noise_rank else "plain squared error"
+        norm = f", public part normalised with {r.public_normalization} statistics, {discount}" if r.public_normalization else ""
         return ChallengeAttack(method, r.images, f"Carlini et al. ({r.solver} X-step + {how}, {ch.mode}{norm}): "
                                f"{len(r.images)} images, residual {r.residual:.4g}", time.perf_counter() - start)
     e = enc

@@ -38,7 +38,7 @@ set's statistics, or their own (the reference code's and the published challenge
 noise images under each and keeps the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
 The public part is smooth natural-image texture, not pixel noise: the assignment's error discounts its
 ``noise_rank`` dominant directions (``carlini_model.Metric``, from simulated mixes; the X-step keeps ‖·‖² —
-the metric there lowered SSIM 0.70 → 0.53). Cross, own convention, n = 100, T = 50: identified 0.60 → 0.81.
+the metric there lowered SSIM 0.70 → 0.53). Cross, own convention, n = 100, T = 50: identified 0.59 → 0.76–0.81.
 
 **Two X-steps** (``solver``). The lifting (step 2) needs N ≥ n(n+1)/2 and every pair of images to co-occur;
 at the published size (cross, n = 100, T = 50: N = 5,000 < 5,050, a pair co-occurs about once) it cannot
