@@ -65,6 +65,38 @@ def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple
     return torch.full((count,), len(values)).scatter_reduce(0, ids, pos, "amin"), low
 
 
+class Metric:
+    """The error of residuals R = model − |x̃| (one per row): ``‖r‖² − Σ_k c_k (v_kᵀ r)²`` — σ² times the squared
+    Mahalanobis norm of r under a noise covariance σ²I + Σ_k d_k v_k v_kᵀ (Woodbury: c_k = d_k / (d_k + σ²)) —
+    or the plain ‖r‖² (``V`` None). The public part of a cross-dataset mix is natural-image crops: smooth, its
+    covariance concentrated in a few directions (5 of 784 hold 60 % for scikit-image crops at 28×28), which plain
+    squared error counts as if every pixel were independent evidence: a large blob of public texture then outweighs
+    the strokes that tell two digits of a class apart. Measured with the true images on a 100 × 50, k = 6 challenge
+    (public parts normalised with their own statistics): the least-error option is the true pair for 27 % of the
+    encryptions under ‖r‖², 44 % under this metric (rank 30, estimated by ``noise_metric`` from simulated mixes; 46 %
+    from the true residuals' full covariance)."""
+
+    def __init__(self, V: torch.Tensor | None = None, c: torch.Tensor | None = None):
+        self.V, self.c = V, c
+
+    def __call__(self, R: torch.Tensor) -> torch.Tensor:
+        err = R.pow(2).sum(1)
+        if self.V is None:
+            return err
+        return err - ((R @ self.V.to(R.dtype)).pow(2) * self.c.to(R.dtype)).sum(1)
+
+    def cross(self, B: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+        """The N×O errors of every prediction row of ``P`` against every row of ``B`` (label-free shared options)."""
+        out = ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0)
+        if self.V is not None:  # Σ_k c_k (b_k − p_k)², expanded the same way
+            BV, PV, c = B @ self.V.to(B.dtype), P @ self.V.to(P.dtype), self.c.to(B.dtype)
+            out -= (BV ** 2 @ c)[:, None] - 2 * (BV * c) @ PV.T + (PV ** 2 @ c)[None]
+        return out
+
+
+PLAIN = Metric()
+
+
 class Options:
     """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
     each encryption's block starts): one block per encryption (label-consistent rows), or one block of
@@ -91,15 +123,14 @@ class Options:
         sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
         return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
 
-    def residuals(self, predict, X, B, metric: "Metric" = None, chunk: int = 2048) -> torch.Tensor:
+    def residuals(self, predict, X, B, metric: Metric = PLAIN, chunk: int = 2048) -> torch.Tensor:
         """``metric``(predict(row) − |x̃_owner|) for every option, flat (default: ‖·‖²)."""
-        metric = PLAIN if metric is None else metric
         if self.shared is not None:
             return metric.cross(B, predict(self.shared, X)).reshape(-1)
         return torch.cat([metric(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]])
                           for i in range(0, len(self.flat), chunk)])
 
-    def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: "Metric" = None) -> tuple[torch.Tensor, float]:
+    def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:
         """Every encryption's option of smallest error (``metric``, default ‖·‖²) under ``predict`` (``noise``: its
         μ, v): the rows and the total error."""
         res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B, metric)
@@ -133,14 +164,11 @@ class Options:
         return A, W
 
 
-def public_noise(noise: torch.Tensor, stats, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-pixel mean μ and variance v of the public part per unit of its mass: images like the scheme's public
-    pool, normalised with ``stats``; v = σ² · 2/(k − 1) (E Σ w_j² = 2/(m + 1) for a Dirichlet(1) split of
-    the public mass over m = k − 2 images)."""
-    from ...encoders.instahide import InstaHide
-
-    z = InstaHide.normalize_images(noise, stats).reshape(len(noise), -1).to(torch.float64)
-    return z.mean(0), z.var(0) * 2.0 / (k - 1)
+def public_noise(noise_z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-pixel mean μ and variance v of the public part per unit of its mass, from ``noise_z``: images like the
+    scheme's public pool, normalised as the owner did (flat, float64); v = σ² · 2/(k − 1) (E Σ w_j² = 2/(m + 1)
+    for a Dirichlet(1) split of the public mass over m = k − 2 images)."""
+    return noise_z.mean(0), noise_z.var(0) * 2.0 / (k - 1)
 
 
 def predict(A: torch.Tensor, X: torch.Tensor, mu: torch.Tensor | None, var: torch.Tensor | None) -> torch.Tensor:
@@ -225,39 +253,6 @@ def moment_gap(B, mass, private_z, noise, stats, k: int, c2: float, g: torch.Gen
     return float((((private + public) ** 2).mean(0) - (B ** 2).mean(0)).pow(2).mean())
 
 
-class Metric:
-    """The error of residuals R = model − |x̃| (one per row): ``‖r‖² − Σ_k c_k (v_kᵀ r)²`` — σ² times the squared
-    Mahalanobis norm of r under a noise covariance σ²I + Σ_k d_k v_k v_kᵀ (Woodbury: c_k = d_k / (d_k + σ²)) —
-    or the plain ‖r‖² (``V`` None). The public part of a cross-dataset mix is natural-image crops: smooth, its
-    covariance concentrated in a few directions (5 of 784 hold 60 % for scikit-image crops at 28×28), which plain
-    squared error counts as if every pixel were independent evidence: a large blob of public texture then outweighs
-    the strokes that tell two digits of a class apart. Measured with the true images on a 100 × 50, k = 6 challenge
-    (public parts normalised with their own statistics): the least-error option is the true pair for 27 % of the
-    encryptions under ‖r‖², 44 % under this metric (rank 30, estimated by ``noise_metric`` from simulated mixes; 46 %
-    from the true residuals' full covariance)."""
-
-    def __init__(self, V: torch.Tensor | None = None, c: torch.Tensor | None = None):
-        self.V, self.c = V, c
-
-    def __call__(self, R: torch.Tensor) -> torch.Tensor:
-        err = R.pow(2).sum(1)
-        if self.V is None:
-            return err
-        return err - ((R @ self.V.to(R.dtype)).pow(2) * self.c.to(R.dtype)).sum(1)
-
-    def cross(self, B: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-        """The N×O errors of every prediction row of ``P`` against every row of ``B`` (label-free shared options)."""
-        out = ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0)
-        if self.V is not None:
-            BV, PV, c = B @ self.V.to(B.dtype), P @ self.V.to(P.dtype), self.c.to(B.dtype)
-            for j in range(len(c)):
-                out -= c[j] * (BV[:, j, None] - PV[None, :, j]) ** 2
-        return out
-
-
-PLAIN = Metric()
-
-
 def noise_metric(private_z, noise_z, mass, noise, k: int, c2: float, rank: int, g: torch.Generator,
                  samples: int = 10_000) -> Metric:
     """The ``Metric`` of the residuals of ``samples`` simulated mixes (``simulate_mixes``, the attacker's own images
@@ -285,8 +280,8 @@ def cross_noise(E, labels, public, noise, own_z, stats, k: int, c2: float, conve
     if convention == "auto":
         convention = public_convention(E, labels, public, noise, k, c2, seed)
     st = stats if convention == "private" else InstaHide(k=k).channel_stats(noise)
-    model = public_noise(noise, st, k)
     noise_z = InstaHide.normalize_images(noise, st).reshape(len(noise), -1).to(torch.float64)
+    model = public_noise(noise_z, k)
     metric = noise_metric(own_z, noise_z, None if labels is None else labels.sum(1), model, k, c2, rank,
                           torch.Generator().manual_seed(seed + 1))
     return convention, model, metric
