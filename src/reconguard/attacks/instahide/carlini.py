@@ -37,20 +37,22 @@ set's statistics, or their own (the reference code's and the published challenge
 μ and σ² completely; ``public_normalization="auto"`` simulates mixes of the attacker's own images with the
 noise images under each and keeps the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
 The public part is smooth natural-image texture, not pixel noise: the assignment's error discounts its
-``noise_rank`` dominant directions (``carlini_model.Metric``, from simulated mixes; the X-step keeps ‖·‖² —
-the metric there lowered SSIM 0.70 → 0.53). Cross, own convention, n = 100, T = 50: identified 0.59 → 0.76–0.81.
+``noise_rank`` dominant directions (``carlini_model.Metric``, from simulated mixes; the X-step keeps ‖·‖²).
 
 **Two X-steps** (``solver``). The lifting (step 2) needs N ≥ n(n+1)/2 and every pair of images to co-occur;
 at the published size (cross, n = 100, T = 50: N = 5,000 < 5,050, a pair co-occurs about once) it cannot
 work, and it ignores the public part. The *direct* X-step needs neither: given each encryption's row, Adam
 on the model's squared error with X in the box [0, 1] occupies once normalised, then two moves Adam cannot
-make — per pixel, the global sign (``orient``: with μ ≈ 0 the model barely tells x from −x) and per image
-and pixel, x → −x / black / white where that lowers the error (``flip_signs``). The restarts then use it
-and the annealed start uses soft assignments over each encryption's 8 most probable options.
+make — per pixel, the global sign (``orient``: with μ ≈ 0 the model barely tells x from −x) and per image and pixel,
+x → −x / black / white where that lowers the error (``flip_signs``); annealed starts use each encryption's 8 likeliest options.
 ``solver="auto"`` is the direct X-step everywhere: measured on inside challenges where the lifting is exact in
 principle (8×8 digits, n = 20, T = 25, labels), it identified 1.00 vs 0.60 (k = 4) and 1.00 vs 0.95 (k = 6, in
 7 s vs 207 s) — noisy assignments are what the lifting's exactness does not survive.
-Direct defaults: one random start (annealed ones, ~30 full scorings each, identified no more), stopped at a relative gain below 0.25 %.
+Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified no more), stopped at a relative
+gain below 0.25 %; then, with labels, **k-means' split move** (``split_overloaded``): a slot holding a blend of two
+images of its class (used by > 1.25× the average number of encryptions, another slot of it < 0.75×) is split by a
+2-means of its encryptions' estimates, and the alternation resumes (kept if its error ends lower). Cross, own
+convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.91 (the split).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
@@ -80,7 +82,8 @@ from ..base import Attack
 from ...results import Result
 from ...progress import progress
 from .carlini_local import LocalOptions
-from .carlini_model import PLAIN, Options, cross_noise, descend, flip_signs, lift, orient, pair_features, predict
+from .carlini_model import (PLAIN, Options, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features,
+                            predict, split_overloaded)
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -343,8 +346,8 @@ class CarliniAttack(Attack):
                 opts = Options([self._options(labels[t], members, n_hat) for t in range(N)])
         searched = "local" if isinstance(opts, LocalOptions) else "exhaustive"
         best, history = None, []
-        direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1 random (minutes at scale)
-        restarts = self._restarts if self._restarts is not None else (1 if direct else 4)
+        direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
+        restarts = self._restarts if self._restarts is not None else (min(6, max(1, round(120_000 / (N * n_hat)))) if direct else 4)
         anneals = self._anneal_restarts if self._anneal_restarts is not None else (0 if direct or searched == "local" else 2)
         if searched == "local" and (anneals or similarity is not None):
             raise ParameterError("the local search starts from random assignments only: set anneal_restarts=0 and "
@@ -360,13 +363,10 @@ class CarliniAttack(Attack):
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
                 A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
                 A = A * (float(opts.flat.sum(1).mean()) / self.members)
-            prev, X = None, None
-            for _ in range(self.max_iter):
-                X = self._solve(A, B, prior, X)
-                A, total = opts.assign(X, B, self._noise, self._metric)
-                if prev is not None and prev - total <= tol * max(prev, 1.0):
-                    break
-                prev = total
+            split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, self._noise, self._box)) \
+                if direct and members is not None else None
+            total, A, X = alternate(A, lambda A_, X_: self._solve(A_, B, prior, X_),
+                                    lambda X_: opts.assign(X_, B, self._noise, self._metric), self.max_iter, tol, split)
             history.append(total)
             if best is None or total < best[0]:
                 best = (total, A, X if direct else None)

@@ -315,3 +315,69 @@ def public_convention(encryptions, labels, public, noise, k: int, c2: float = 0.
     gaps = {name: moment_gap(B, mass, own, noise, st, k, c2, g)
             for name, st in (("private", stats), ("own", InstaHide(k=k).channel_stats(noise)))}
     return min(gaps, key=gaps.get)
+
+
+def split_overloaded(A, X, B, classes, noise, box, low: float = 0.75, high: float = 1.25, iters: int = 10):
+    """k-means' split move for the assignment's typical local minimum: one image's slot holds a blend of two images
+    of its class (used by far more encryptions than the N·m/n each image has on average) while another slot of that
+    class is left with a few ill-fitting ones. For each such pair of a class (use above ``high`` × average, below
+    ``low`` ×), the overloaded slot's encryptions each give an estimate of its image — (s·|x̃_t| − the rest of the
+    model) / a_tj with s the model's sign per pixel — and a 2-means of those estimates (weights a_tj², started from
+    their leading principal direction) re-seeds the two slots. Returns the new X, or None when no class has such a
+    pair. O(Σ use_j · d · iters)."""
+    use = (A > 0).sum(0).to(torch.float64)
+    mean_use = float(use.mean())
+    classes = torch.as_tensor(classes)
+    mu, _ = noise
+    X, moved = X.clone(), False
+    for c in classes.unique().tolist():
+        slots = torch.nonzero(classes == c).squeeze(1)
+        order = slots[torch.argsort(use[slots])]
+        under = [int(i) for i in order if use[i] < low * mean_use]
+        over = [int(j) for j in order.flip(0) if use[j] > high * mean_use]
+        for i, j in zip(under, over):
+            t = torch.nonzero(A[:, j] > 0).squeeze(1)
+            a = A[t, j][:, None]
+            rest = A[t] @ X - a * X[j]
+            if mu is not None:
+                rest = rest + (1 - A[t].sum(1, keepdim=True)) * mu
+            sign = torch.where(rest + a * X[j] >= 0, 1.0, -1.0).to(B.dtype)
+            est = torch.maximum(torch.minimum((sign * B[t] - rest) / a, box[1]), box[0])
+            w = (a[:, 0] ** 2) / (a[:, 0] ** 2).sum()
+            centred = est - (w[:, None] * est).sum(0)
+            v = torch.linalg.svd(centred * w[:, None].sqrt(), full_matrices=False).Vh[0]
+            side = (centred @ v) > 0
+            for _ in range(iters):
+                if bool(side.all()) or not bool(side.any()):
+                    break
+                c1 = (w[side, None] * est[side]).sum(0) / w[side].sum()
+                c0 = (w[~side, None] * est[~side]).sum(0) / w[~side].sum()
+                side = ((est - c1) ** 2).sum(1) < ((est - c0) ** 2).sum(1)
+            else:
+                near = ((c1 - X[j]) ** 2).sum() < ((c0 - X[j]) ** 2).sum()
+                X[j], X[i] = (c1, c0) if near else (c0, c1)
+                moved = True
+    return X if moved else None
+
+
+def alternate(A, solve, assign, max_iter: int, tol: float, split=None, splits: int = 10):
+    """One start's alternating minimisation: X ← ``solve``(A, X), then (A, error) ← ``assign``(X), until the error's
+    relative gain is at most ``tol`` (or ``max_iter`` rounds); then, while ``split``(A, X) proposes a re-seeded X
+    (``split_overloaded``; at most ``splits`` times), assign from it and alternate again. Returns the lowest-error
+    (error, A, X) met at convergence: a split that ends higher is undone."""
+    X, best = None, None
+    for _ in range(splits + 1):
+        prev = None
+        for _ in range(max_iter):
+            X = solve(A, X)
+            A, total = assign(X)
+            if prev is not None and prev - total <= tol * max(prev, 1.0):
+                break
+            prev = total
+        if best is None or total < best[0]:
+            best = (total, A, X)
+        X = None if split is None else split(A, X)
+        if X is None:
+            break
+        A, _ = assign(X)
+    return best
