@@ -366,7 +366,7 @@ def alternate(A, solve, assign, max_iter: int, tol: float, split=None, splits: i
     (``split_overloaded``; at most ``splits`` times), assign from it and alternate again. Returns the lowest-error
     (error, A, X) met at convergence: a split that ends higher is undone."""
     X, best = None, None
-    for _ in range(splits + 1):
+    for phase in range(splits + 1):
         prev = None
         for _ in range(max_iter):
             X = solve(A, X)
@@ -376,7 +376,7 @@ def alternate(A, solve, assign, max_iter: int, tol: float, split=None, splits: i
             prev = total
         if best is None or total < best[0]:
             best = (total, A, X)
-        X = None if split is None else split(A, X)
+        X = None if split is None or phase == splits else split(A, X)
         if X is None:
             break
         A, _ = assign(X)
