@@ -174,7 +174,7 @@ def register(sub) -> None:
     sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")
     sp.add_argument("--n", type=int, help="carlini: the number of private images (default: from challenge.json)")
     sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
-                    "with the lifting, 1 with the direct X-step)")
+                    "with the lifting; with the direct X-step round(120,000 / (N·n)), 1 to 6)")
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",
                     help="carlini: the X-step (auto: direct, which needs no pair of images to co-occur; lift: the "
                     "least-squares lifting, for N ≥ n(n+1)/2)")

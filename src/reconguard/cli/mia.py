@@ -158,6 +158,8 @@ def _cmd_analyze(args) -> int:
     if t:
         print(f"AT-AT vs NoDef: AttAcc@1 {t['mu_control']:.3f} → {t['mu_treated']:.3f}; odds ratio {t['odds_ratio']:.3g} "
               f"(95% CI {t['odds_ratio_ci'][0]:.3g}–{t['odds_ratio_ci'][1]:.3g}), Δ {t['delta']:+.3f}")
+    elif "treatment_error" in analysis:  # the units exist but cannot be compared: say so rather than print nothing
+        print(f"AT-AT vs NoDef: not estimated — {analysis['treatment_error']}")
     write_json_atomic(out, analysis)
     print(f"analysis: {out}")
     return 0
