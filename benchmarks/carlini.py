@@ -54,7 +54,7 @@ def one(a, n: int, T: int) -> dict:
         enc, labels = np.load(Path(tmp) / "c" / "encryptions.npy"), np.load(Path(tmp) / "c" / "labels.npy")
         start = time.perf_counter()
         similarity = None
-        if a.label_free:  # the attacker's similarity network, trained on its own digits encrypted the same way
+        if a.label_free and a.similarity_steps:  # the attacker's similarity network, trained on its own digits encrypted the same way
             from reconguard.attacks.instahide import SimilarityNetwork
             net = SimilarityNetwork(d.images.shape[1], steps=a.similarity_steps, seed=a.seed, progress=a.progress)
             net.fit(scheme, d.images[own])
@@ -67,7 +67,7 @@ def one(a, n: int, T: int) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"n": n, "T": T, "nT": n * T, "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
             "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
-            "search": r.search, "restarts": len(r.restarts),
+            "search": r.search, "restarts": len(r.restarts), "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "matched_ssim": round(s.matched_ssim, 3), "baseline_identified": s.baseline.identified,
             "baseline_ssim": round(s.baseline.matched_ssim, 3), "nonmembers": s.n_nonmembers}
@@ -86,7 +86,8 @@ def main():
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--label-free", action="store_true")
-    ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps")
+    ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
+                    "(0: no network, random starts only)")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--json", default=None, help="append one JSON line per size here")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one size in this process

@@ -495,6 +495,12 @@ def test_noise_metric_picks_the_true_pair_more_often():
     P = predict(opts.flat[:50], X, *model)
     assert torch.allclose(metric.cross(B[:7], P), torch.stack([metric(P - b) for b in B[:7]]), rtol=1e-9, atol=1e-6)
     assert torch.allclose(PLAIN(P - B[0]), (P - B[0]).pow(2).sum(1))
+    for m in (metric, PLAIN):  # the fused float32 minimum of the label-free search: the float64 minimum, up to
+        full = m.cross(B, P)   # float32's precision of the terms (measured: 1 near-tie of 500 apart by 2e-8)
+        low, idx = full.min(1)
+        fused, err = m.nearest(B, P, chunk=64)
+        assert torch.allclose(err, full.gather(1, fused[:, None])[:, 0], rtol=1e-9, atol=1e-9)
+        assert bool((err <= low + 1e-6 * (B ** 2).sum(1)).all()) and float((fused == idx).float().mean()) >= 0.99
     with pytest.raises(errors.ParameterError, match="noise_rank"):
         CarliniAttack(6, n, mode="cross", noise_rank=-1)
 
@@ -568,3 +574,34 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     before = float((predict(A, X, None, None) - B).pow(2).sum())
     A2, total = opts.assign(X, B, (None, None))
     assert total <= before and abs(total - float((predict(A2, X, None, None) - B).pow(2).sum())) < 1e-6 * total
+
+
+def test_label_free_search_over_every_pair_with_the_split_move(tmp_path):
+    """Issue 15 item 3 at smoke size: without the labels every encryption's pair is searched among all n(n − 1)/2
+    pairs of images (coefficients on a grid; ``Metric.nearest``: one float32 product per chunk, no N×O matrix kept)
+    and k-means' split move re-seeds a slot holding a blend of two images (label-free: any two slots). Cross k = 6,
+    public patches normalised with their own statistics, 8×8 digits, n = 40, T = 25, seeded keys: identified 0.53 with
+    the split move vs 0.38 without (guess 0.03); on key seeds 1–5: 0.40 / 0.33, 0.35 / 0.25, 0.50 / 0.38, 0.40 / 0.33,
+    0.35 / 0.35. At 28×28, n = 100, T = 50 the same search identified 0.80 from a random start (README). A search too
+    large to run over every pair is refused with the fix, or restricted by similarity scores."""
+    from reconguard.attacks.instahide import CarliniAttack, score_challenge
+    from reconguard.encoders.instahide import paper_c1
+
+    challenges, own, noise = _both_conventions(tmp_path, 40, 25)
+    enc, _, truth = challenges["own"]
+    scores = {}
+    for splits in (0, 10):
+        r = CarliniAttack(6, 40, c1=paper_c1(6), mode="cross", splits=splits).run(enc, None, own, noise_images=noise)
+        assert (r.classes == -1).all() and r.mixing.shape == (1000, 40)
+        scores[splits] = score_challenge(r.images, truth)
+    with_split, without = scores[10], scores[0]
+    assert with_split.identified >= 0.45 and with_split.identified >= without.identified + 0.05, (
+        with_split.summary(), without.summary())
+    assert without.identified >= without.baseline.identified + 0.25
+    big = CarliniAttack(6, 400, c1=paper_c1(6), mode="cross")
+    with pytest.raises(errors.ParameterError, match="max_free_work"):
+        big.check_free_search(400, 20_000, 784)
+    assert big.check_free_search(400, 20_000, 784, similarity=True) is False  # then each encryption's likely images
+    assert big.check_free_search(100, 5_000, 784) is True                     # the published size: every pair
+    with pytest.raises(errors.ParameterError, match="splits"):
+        CarliniAttack(6, 40, mode="cross", splits=-1)

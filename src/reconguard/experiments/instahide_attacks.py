@@ -131,7 +131,8 @@ def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, 
                         atk = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
                                             restarts=p.restarts)
                         if free:
-                            atk.free_options(n)  # a search too large fails here, before the network is trained
+                            # a search too large fails here, before the network is trained
+                            atk.check_free_search(n, len(enc), enc[0].numel(), bool(p.similarity_steps))
                         similarity = None
                         if free and p.similarity_steps:
                             net = SimilarityNetwork(enc.shape[1], steps=p.similarity_steps, seed=0)

@@ -49,9 +49,10 @@ x → −x / black / white where that lowers the error (``flip_signs``); anneale
 principle (8×8 digits, n = 20, T = 25, labels), it identified 1.00 vs 0.60 (k = 4) and 1.00 vs 0.95 (k = 6, in
 7 s vs 207 s) — noisy assignments are what the lifting's exactness does not survive.
 Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified no more), stopped at a relative
-gain below 0.25 %; then, with labels, **k-means' split move** (``split_overloaded``): a slot holding a blend of two
-images of its class (used by > 1.25× the average number of encryptions, another slot of it < 0.75×) is split by a
-2-means of its encryptions' estimates, and the alternation resumes (kept if its error ends lower). Cross, own
+gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most ``splits`` times): a slot holding a
+blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
+encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
+resumes (kept if its error ends lower). Cross, own
 convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.91 (the split).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
@@ -61,9 +62,17 @@ members at a time — Σ_c K_c rows per state instead of Π_c K_c, for inside k 
 
 **Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes): per iteration, the
 assignment O(O·(n + d)) and the X-step O(direct_steps·N·n·d); memory O(O·n) for the option rows (8 bytes
-each: 0.55 GB at N = 5,000, n = 100) plus O(chunk·d) while scoring. Label-free with ``similarity`` (the
-similarity network's N×N scores): soft memberships by symmetric NMF (O(300·N²·n)), then each encryption's
-options among its 5 most likely images only. Measured in ``benchmarks/carlini.py`` (README).
+each: 0.55 GB at N = 5,000, n = 100) plus O(chunk·d) while scoring.
+
+**Label-free** (no labels): every encryption's row among all C(n, m) member sets × the coefficient grid, one list
+shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` — one float32
+product of augmented rows per chunk, O(N·O·d) time per assignment (O = 89,100 at n = 100: 8 s on 2 cores),
+O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference convention: identified 0.80 from one
+random start (0.21 before, each encryption restricted to its 5 likeliest images by the similarity scores).
+Above ``max_free_work`` multiply-adds per assignment the search is refused, or with ``similarity`` (the similarity
+network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)); with
+``similarity`` the clustering of the scores also gives one start, in place of one random start.
+Measured in ``benchmarks/carlini.py`` (README).
 """
 
 from __future__ import annotations
@@ -113,7 +122,8 @@ class CarliniAttack(Attack):
                  c1: float = 0.65, c2: float = 0.3, anneal_restarts: int | None = None, max_options: int = 2_000_000,
                  seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
-                 search: str = "auto", noise_rank: int = 20, progress: bool = False):
+                 search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
+                 progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES
 
@@ -139,10 +149,13 @@ class CarliniAttack(Attack):
         if restarts is not None:
             check_positive_int(restarts, "restarts")
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
-        self.max_options, self.top_options = int(max_options), 8
+        self.max_options, self.top_options, self.max_free_work = int(max_options), 8, float(max_free_work)
         if int(noise_rank) < 0:
             raise ParameterError(f"noise_rank must be ≥ 0 (0: plain squared error), got {noise_rank}.")
         self.noise_rank = int(noise_rank)
+        if int(splits) < 0:
+            raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
+        self.splits = int(splits)
 
     def _splits(self, count: int) -> list[tuple[float, ...]]:
         """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
@@ -246,17 +259,30 @@ class CarliniAttack(Attack):
             splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]
         return [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
 
-    def free_options(self, n: int, candidates=None, check: bool = True) -> torch.Tensor:
+    def free_work(self, n: int, N: int, d: int) -> int:
+        """Multiply-adds of one label-free assignment over every option (N encryptions of d pixels, n images)."""
+        return len(self._free_splits()) * math.comb(n, self.members) * N * d
+
+    def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
+        """Whether the label-free assignment can search every option (``free_work`` ≤ ``max_free_work``); when it
+        cannot, True if ``similarity`` scores can restrict it, else the error that says what to do."""
+        work = self.free_work(n, N, d)
+        if work <= self.max_free_work:
+            return True
+        if similarity:
+            return False
+        raise ParameterError(f"a label-free assignment over every option (k={self.k}, n={n}, N={N}: {work:.2g} "
+                             f"multiply-adds, max_free_work = {self.max_free_work:.2g}) is too large a search; pass the "
+                             "soft labels, or similarity= (SimilarityNetwork scores) to search each encryption's likely "
+                             "images only, or raise max_free_work.")
+
+    def free_options(self, n: int, candidates=None) -> torch.Tensor:
         """Label-free rows: every set of ``members`` of the n images (of ``candidates`` when given), coefficients
         on a grid — inside: splits of 1; cross: each coefficient in [0.1, c1], their sum (the private mass) in
         [c2, 1]."""
         splits = torch.tensor(self._free_splits(), dtype=torch.float64)
         subs = torch.tensor(list(itertools.combinations(range(n) if candidates is None else candidates, self.members)))
         count = len(subs) * len(splits)
-        if check and count * max(1, count // 1000) > self.max_options:  # the N×O residual matrix is the cost
-            raise ParameterError(f"{count:,} label-free options (k={self.k}, n={n}) is too large a search; pass the "
-                                 "soft labels, or similarity= (SimilarityNetwork scores) to search each encryption's "
-                                 "likely images only, or raise max_options.")
         idx = subs.repeat_interleave(len(splits), 0)
         return torch.zeros(count, n, dtype=torch.float64).scatter_(1, idx, splits.repeat(len(subs), 1))
 
@@ -267,7 +293,7 @@ class CarliniAttack(Attack):
 
         H = soft_memberships(similarity, n, seed=self.seed)
         top = H.topk(min(per, n), 1).indices
-        return Options([self.free_options(n, sorted(c.tolist()), check=False) for c in top])
+        return Options([self.free_options(n, sorted(c.tolist())) for c in top])
 
     def run(self, encryptions, labels, public, noise_images=None, similarity=None) -> CarliniResult:
         """``encryptions`` N×C×H×W (signed, normalised units); ``labels`` N×classes (soft) or None
@@ -325,7 +351,7 @@ class CarliniAttack(Attack):
         if members is None and self.search == "local":
             raise ParameterError("search='local' changes one labelled class's members at a time: it needs the soft "
                                  "labels (label-free, use search='auto', with similarity= at large n).")
-        if members is None and similarity is not None and len(self._free_splits()) * math.comb(n_hat, self.members) > 20_000:
+        if members is None and not self.check_free_search(n_hat, N, B.shape[1], similarity is not None):
             opts = self._candidate_options(similarity, n_hat)
         elif members is None:
             opts = Options(shared=self.free_options(n_hat), n_encryptions=N)
@@ -348,6 +374,8 @@ class CarliniAttack(Attack):
         best, history = None, []
         direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
         restarts = self._restarts if self._restarts is not None else (min(6, max(1, round(120_000 / (N * n_hat)))) if direct else 4)
+        if self._restarts is None and similarity is not None:  # the start from the pair scores takes one random start's place
+            restarts -= 1
         anneals = self._anneal_restarts if self._anneal_restarts is not None else (0 if direct or searched == "local" else 2)
         if searched == "local" and (anneals or similarity is not None):
             raise ParameterError("the local search starts from random assignments only: set anneal_restarts=0 and "
@@ -363,10 +391,10 @@ class CarliniAttack(Attack):
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
                 A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
                 A = A * (float(opts.flat.sum(1).mean()) / self.members)
-            split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, self._noise, self._box)) \
-                if direct and members is not None else None
+            split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, self._noise, self._box)) if direct else None
             total, A, X = alternate(A, lambda A_, X_: self._solve(A_, B, prior, X_),
-                                    lambda X_: opts.assign(X_, B, self._noise, self._metric), self.max_iter, tol, split)
+                                    lambda X_: opts.assign(X_, B, self._noise, self._metric), self.max_iter, tol, split,
+                                    self.splits)
             history.append(total)
             if best is None or total < best[0]:
                 best = (total, A, X if direct else None)

@@ -11,7 +11,8 @@
   mixing row given it needs no pair to co-occur: the *direct* X-step, O(N·n·d) per step (the dense
   A X product; A has m ≤ k non-zeros per row) and O(N·d) memory.
 * ``Options``: every encryption's candidate mixing rows, flat, and their residuals in chunks —
-  O(options·(n + d)) time per assignment, O(chunk·d) memory beyond the rows themselves.
+  O(options·(n + d)) time per assignment, O(chunk·d) memory beyond the rows themselves; rows shared by every
+  encryption (label-free) by ``Metric.nearest``: O(N·options·d) time, O(options·d) memory.
 * ``Metric`` / ``noise_metric``: the error an assignment minimises — squared error with the public part's few
   dominant (smooth, large-scale) directions discounted, estimated from simulated mixes.
 * ``segment_starts`` / ``segment_argmin``: the two index idioms both searches share (where each run of a sorted
@@ -93,6 +94,23 @@ class Metric:
             out -= (BV ** 2 @ c)[:, None] - 2 * (BV * c) @ PV.T + (PV ** 2 @ c)[None]
         return out
 
+    def nearest(self, B: torch.Tensor, P: torch.Tensor, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
+        """For every row of ``B``: the index of the row of ``P`` of least error and that error (label-free shared
+        options, O = len(P) rows for every encryption). Per b the error is ‖b‖² − Σ_k c_k (v_kᵀb)² (constant in p)
+        plus ``[b, c∘Vᵀb, 1] · [−2p, 2Vᵀp, ‖p‖² − Σ_k c_k (v_kᵀp)²]``: one float32 matrix product of augmented rows per
+        chunk of encryptions and a minimum, nothing N×O kept; the chosen rows' errors are then recomputed in float64.
+        O(N·O·(d + rank)) time, O(O·d + chunk·O) memory."""
+        PV = P @ self.V.to(P.dtype) if self.V is not None else P[:, :0]
+        c = self.c.to(P.dtype) if self.V is not None else P.new_zeros(0)
+        right = torch.cat([-2 * P, 2 * PV, ((P ** 2).sum(1) - (PV ** 2 @ c))[:, None]], 1).to(torch.float32)
+        idx = torch.empty(len(B), dtype=torch.long)
+        for a in range(0, len(B), chunk):
+            b = B[a:a + chunk]
+            bv = b @ self.V.to(b.dtype) * c if self.V is not None else b[:, :0]
+            left = torch.cat([b, bv, torch.ones(len(b), 1, dtype=b.dtype)], 1).to(torch.float32)
+            idx[a:a + chunk] = (left @ right.T).argmin(1)
+        return idx, self(P[idx] - B).clamp_min(0)
+
 
 PLAIN = Metric()
 
@@ -133,6 +151,9 @@ class Options:
     def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:
         """Every encryption's option of smallest error (``metric``, default ‖·‖²) under ``predict`` (``noise``: its
         μ, v): the rows and the total error."""
+        if self.shared is not None:  # one block for all: the fused minimum, no N×O residuals kept
+            idx, low = metric.nearest(B, predict(self.shared, X, *noise))
+            return self.shared[idx], float(low.sum())
         res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B, metric)
         first, low = segment_argmin(res, self.owner, self.n_encryptions)
         return self.rows(first), float(low.sum())
@@ -324,7 +345,7 @@ def split_overloaded(A, X, B, classes, noise, box, low: float = 0.75, high: floa
     ``low`` ×), the overloaded slot's encryptions each give an estimate of its image — (s·|x̃_t| − the rest of the
     model) / a_tj with s the model's sign per pixel — and a 2-means of those estimates (weights a_tj², started from
     their leading principal direction) re-seeds the two slots. Returns the new X, or None when no class has such a
-    pair. O(Σ use_j · d · iters)."""
+    pair (label-free every slot's class is −1: any two slots pair). O(Σ use_j · d · iters)."""
     use = (A > 0).sum(0).to(torch.float64)
     mean_use = float(use.mean())
     classes = torch.as_tensor(classes)
