@@ -457,7 +457,8 @@ def test_noise_metric_picks_the_true_pair_more_often():
     under ‖·‖², 63 % at rank 20 (measured; at 28×28, n = 100, T = 50: 27 % vs 44 %). Also: the shared-option path
     (``Metric.cross``) agrees with the per-row one, rank 0 is plain squared error, a negative rank is refused."""
     from reconguard.attacks.instahide import CarliniAttack
-    from reconguard.attacks.instahide.carlini_model import PLAIN, Options, cross_noise, predict, segment_argmin
+    from reconguard.attacks.instahide.carlini_model import PLAIN, cross_noise, predict
+    from reconguard.attacks.instahide.carlini_options import Options, segment_argmin
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
     from reconguard.experiments.instahide import public_pool
@@ -479,7 +480,7 @@ def test_noise_metric_picks_the_true_pair_more_often():
     for s_, i in enumerate(order.tolist()):
         members.setdefault(int(y[i]), []).append(s_)
     attack = CarliniAttack(6, n, c1=paper_c1(6), mode="cross")
-    opts = Options([attack._options(L[t], members, n) for t in range(len(E))])
+    opts = Options([attack.grid.rows(L[t], members, n) for t in range(len(E))])
     stats = InstaHide(k=6).channel_stats(own)
     X = InstaHide.normalize_images(x, stats).reshape(n, -1).double()[order]
     own_z = InstaHide.normalize_images(own, stats).reshape(len(own), -1).double()
@@ -567,7 +568,7 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     atk = CarliniAttack(4, 30)
     L = torch.as_tensor(labels, dtype=torch.float64)
     classes, members = atk._class_members(L, len(L))
-    opts = LocalOptions([(t, *pc) for t in range(len(L)) for pc in atk._components(L[t], members)], 30, len(L))
+    opts = LocalOptions([(t, *pc) for t in range(len(L)) for pc in atk.grid.components(L[t], members)], 30, len(L))
     A = opts.random(torch.Generator().manual_seed(0))
     X = torch.randn(30, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     B = torch.as_tensor(enc, dtype=torch.float64).reshape(len(L), -1).abs()

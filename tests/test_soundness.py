@@ -80,10 +80,13 @@ def test_no_bound_exceeds_the_bayes_mmse(kind, dtype):
         cov = prior.covariance()
         for sigma in SIGMAS:
             truth = _bayes_mmse(J, cov, sigma)
+            # the closed form is a difference of traces of size Tr(Σ)/d: its float64 rounding (≈ 1e-15 of that, seen
+            # as −1.9e-15 for an invertible J at σ = 0, where the MMSE is 0) is not privacy a bound may claim
+            slack = 1e-12 * float(torch.trace(cov)) / d
             reported = [maeng_bound(fisher, S, sigma)]
             reported.append(mse_bound(fisher, S, sigma) if sigma > 0 else noiseless_mse_bound(fisher, S, tau=0.0))
             for b in reported:
-                assert b.value <= truth * (1 + 1e-6) + 1e-15, (kind, dtype, pname, sigma, b.name, b.value, truth)
+                assert b.value <= truth * (1 + 1e-6) + slack, (kind, dtype, pname, sigma, b.name, b.value, truth)
             # and Corollary 1/2 is tight here (the Gaussian-linear case is exact): not a vacuous test
             assert reported[1].value >= truth * (1 - 1e-5) - 1e-12, (kind, dtype, pname, sigma, reported[1].value,
                                                                       truth)

@@ -77,12 +77,10 @@ Measured in ``benchmarks/carlini.py`` (README).
 
 from __future__ import annotations
 
-import itertools
 import math
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from ...checks import check_positive_int
@@ -91,8 +89,9 @@ from ..base import Attack
 from ...results import Result
 from ...progress import progress
 from .carlini_local import LocalOptions
-from .carlini_model import (PLAIN, Options, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features,
-                            predict, split_overloaded)
+from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
+                            split_overloaded)
+from .carlini_options import Options, RowGrid
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -156,38 +155,7 @@ class CarliniAttack(Attack):
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
         self.splits = int(splits)
-
-    def _splits(self, count: int) -> list[tuple[float, ...]]:
-        """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
-        grid = np.linspace(0.1, 0.9, self.split_grid)
-        return {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
-                3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}[count]
-
-    def _components(self, label: torch.Tensor, members: dict) -> list:
-        """Per member-count tuple (k members in all): each present class's components — its member subsets ×
-        mass splits on the grid, no coefficient above c1 — as lists of ((member, weight), …)."""
-        cs = [c for c in torch.nonzero(label > 1e-9).squeeze(1).tolist() if members.get(c)]
-        mass = {c: float(label[c]) for c in cs}
-        splits = {c: self._splits(c) for c in (1, 2, 3)}
-        out = []
-        for counts in itertools.product(*[range(1, min(len(members[c]), 3) + 1) for c in cs]):
-            if sum(counts) != self.members:
-                continue
-            per_class = [[tuple(zip(sub, (mass[c] * v for v in split)))
-                          for sub in itertools.combinations(members[c], nc) for split in splits[nc]
-                          if mass[c] * max(split) <= self.c1 + 1e-6] for c, nc in zip(cs, counts)]
-            if all(per_class):
-                out.append(per_class)
-        if not out:  # labels that no k-member split explains (e.g. fewer members than mixed): one per class
-            out = [[[((i, mass[c]),) for i in members[c]] for c in cs]]
-        return out
-
-    def _options(self, label: torch.Tensor, members: dict, n_hat: int) -> torch.Tensor:
-        """Every label-consistent mixing row: the product of each count tuple's per-class components."""
-        rows = [sum(combo, ()) for per_class in self._components(label, members) for combo in itertools.product(*per_class)]
-        idx = torch.tensor([[i for i, _ in r] for r in rows])
-        w = torch.tensor([[v for _, v in r] for r in rows], dtype=torch.float64)
-        return torch.zeros(len(rows), n_hat, dtype=torch.float64).scatter_add_(1, idx, w)
+        self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
     def _anneal(self, A, opts, B, prior, steps: int = 30):
         """Deterministic annealing: soft assignments p ∝ exp(−residual/τ) per encryption, τ lowered geometrically
@@ -248,25 +216,10 @@ class CarliniAttack(Attack):
 
         return self._descend(X, B, steps, 0.01, rows, extra=(a,))
 
-    def _free_splits(self) -> list:
-        if self.mode == "inside":
-            if self.members > 3:
-                raise ParameterError(f"label-free inside-mode assignment with k={self.k} is too large a search "
-                                     "(only k ≤ 3 is supported): pass the soft labels.")
-            splits = self._splits(self.members)
-        else:
-            grid = np.linspace(0.1, self.c1, self.split_grid)
-            splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]
-        return [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
-
-    def free_work(self, n: int, N: int, d: int) -> int:
-        """Multiply-adds of one label-free assignment over every option (N encryptions of d pixels, n images)."""
-        return len(self._free_splits()) * math.comb(n, self.members) * N * d
-
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
-        """Whether the label-free assignment can search every option (``free_work`` ≤ ``max_free_work``); when it
+        """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
         cannot, True if ``similarity`` scores can restrict it, else the error that says what to do."""
-        work = self.free_work(n, N, d)
+        work = self.grid.free_work(n, N, d)
         if work <= self.max_free_work:
             return True
         if similarity:
@@ -276,16 +229,6 @@ class CarliniAttack(Attack):
                              "soft labels, or similarity= (SimilarityNetwork scores) to search each encryption's likely "
                              "images only, or raise max_free_work.")
 
-    def free_options(self, n: int, candidates=None) -> torch.Tensor:
-        """Label-free rows: every set of ``members`` of the n images (of ``candidates`` when given), coefficients
-        on a grid — inside: splits of 1; cross: each coefficient in [0.1, c1], their sum (the private mass) in
-        [c2, 1]."""
-        splits = torch.tensor(self._free_splits(), dtype=torch.float64)
-        subs = torch.tensor(list(itertools.combinations(range(n) if candidates is None else candidates, self.members)))
-        count = len(subs) * len(splits)
-        idx = subs.repeat_interleave(len(splits), 0)
-        return torch.zeros(count, n, dtype=torch.float64).scatter_(1, idx, splits.repeat(len(subs), 1))
-
     def _candidate_options(self, similarity, n: int, per: int = 5) -> Options:
         """Label-free at scale: each encryption's rows among its ``per`` most likely images (the similarity
         scores' soft memberships, ``soft_memberships``) instead of all n."""
@@ -293,7 +236,7 @@ class CarliniAttack(Attack):
 
         H = soft_memberships(similarity, n, seed=self.seed)
         top = H.topk(min(per, n), 1).indices
-        return Options([self.free_options(n, sorted(c.tolist())) for c in top])
+        return Options([self.grid.free_rows(n, sorted(c.tolist())) for c in top])
 
     def run(self, encryptions, labels, public, noise_images=None, similarity=None) -> CarliniResult:
         """``encryptions`` N×C×H×W (signed, normalised units); ``labels`` N×classes (soft) or None
@@ -354,9 +297,9 @@ class CarliniAttack(Attack):
         if members is None and not self.check_free_search(n_hat, N, B.shape[1], similarity is not None):
             opts = self._candidate_options(similarity, n_hat)
         elif members is None:
-            opts = Options(shared=self.free_options(n_hat), n_encryptions=N)
+            opts = Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
         else:
-            comps = [self._components(labels[t], members) for t in range(N)]
+            comps = [self.grid.components(labels[t], members) for t in range(N)]
             total = sum(math.prod(len(c) for c in per_class) for per in comps for per_class in per)
             local = self.search == "local" or (self.search == "auto" and total > self.max_options)
             if not local and total > self.max_options:
@@ -369,7 +312,7 @@ class CarliniAttack(Attack):
                     raise ParameterError(f"{len(opts):,} label-consistent components (k={self.k}, n={n_hat}) is too large "
                                          "even for the local search; use fewer images per class or raise max_options.")
             else:
-                opts = Options([self._options(labels[t], members, n_hat) for t in range(N)])
+                opts = Options([self.grid.rows(labels[t], members, n_hat) for t in range(N)])
         searched = "local" if isinstance(opts, LocalOptions) else "exhaustive"
         best, history = None, []
         direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)

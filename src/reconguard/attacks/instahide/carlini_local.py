@@ -2,7 +2,7 @@
 k ≥ 4 at n = 100: an encryption of four classes of ten images has 10⁴ member sets, 5·10⁷ rows for 5,000 of them).
 
 An encryption's labels fix, for each *member-count tuple* q (how many of the k members each present class
-holds), a list of **components** per class: that class's member subsets × mass splits (``CarliniAttack._components``).
+holds), a list of **components** per class: that class's member subsets × mass splits (``RowGrid.components``).
 A **state** picks one component per class; its row is their sum. Every (encryption, q) pair keeps a state. Its
 **neighbours** are the states with one class's component replaced — Σ_c K_c rows instead of the Π_c K_c of the
 exhaustive list. A sweep scores every neighbour against |x̃_t| and moves each state to its best one (steepest
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from .carlini_model import PLAIN, link, segment_argmin, segment_starts
+from .carlini_model import PLAIN, link
+from .carlini_options import segment_argmin, segment_starts
 
 
 class LocalOptions:

@@ -1,5 +1,5 @@
 """The pieces of Carlini et al.'s attack that do not depend on how the assignment is searched
-(``carlini.py``): the two X-steps and the option list.
+(``carlini.py``): the two X-steps, the model of |x̃| and the error.
 
 * ``lift``: X from ``|A X| = B`` by least squares on the lifted U_p = u_p u_pᵀ (n(n+1)/2 unknowns per
   pixel, shared design): exact when A is, N ≥ n(n+1)/2 and every pair of images co-occurs. Cost
@@ -10,13 +10,11 @@
   [(0 − mean)/std, (1 − mean)/std] that images in [0, 1] occupy once normalised. With every encryption's
   mixing row given it needs no pair to co-occur: the *direct* X-step, O(N·n·d) per step (the dense
   A X product; A has m ≤ k non-zeros per row) and O(N·d) memory.
-* ``Options``: every encryption's candidate mixing rows, flat, and their residuals in chunks —
-  O(options·(n + d)) time per assignment, O(chunk·d) memory beyond the rows themselves; rows shared by every
-  encryption (label-free) by ``Metric.nearest``: O(N·options·d) time, O(options·d) memory.
 * ``Metric`` / ``noise_metric``: the error an assignment minimises — squared error with the public part's few
   dominant (smooth, large-scale) directions discounted, estimated from simulated mixes.
-* ``segment_starts`` / ``segment_argmin``: the two index idioms both searches share (where each run of a sorted
-  id starts; each segment's smallest value).
+* ``split_overloaded`` / ``alternate``: one start's alternating minimisation, with k-means' split move.
+
+The candidate mixing rows an assignment chooses among, and the search over them, are in ``carlini_options``.
 """
 
 from __future__ import annotations
@@ -51,19 +49,6 @@ def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Te
     u = evec[:, :, -1] * ev[:, -1:].clamp_min(0).sqrt()  # d×n
     closer = ((u - prior_mean[:, None]) ** 2).sum(1) <= ((-u - prior_mean[:, None]) ** 2).sum(1)
     return (u * torch.where(closer, 1.0, -1.0).to(u.dtype)[:, None]).T
-
-
-def segment_starts(ids: torch.Tensor) -> torch.Tensor:
-    """Where each run of equal values in the sorted ``ids`` starts."""
-    return torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(ids)).squeeze(1) + 1])
-
-
-def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each segment ``0 … count − 1`` of ``ids``: the index of its smallest value (the first of ties) and that
-    value (an empty segment: ``len(values)`` and inf). O(len(values)), no sort."""
-    low = torch.full((count,), torch.inf, dtype=values.dtype).scatter_reduce(0, ids, values, "amin")
-    pos = torch.where(values == low[ids], torch.arange(len(values)), len(values))
-    return torch.full((count,), len(values)).scatter_reduce(0, ids, pos, "amin"), low
 
 
 class Metric:
@@ -113,76 +98,6 @@ class Metric:
 
 
 PLAIN = Metric()
-
-
-class Options:
-    """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
-    each encryption's block starts): one block per encryption (label-consistent rows), or one block of
-    rows shared by all (label-free), whose residuals are one N×O matrix product instead of N copies."""
-
-    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0):
-        self.shared = shared
-        if shared is not None:
-            self.n_encryptions, o = n_encryptions, len(shared)
-            self.owner = torch.arange(n_encryptions).repeat_interleave(o)
-            self.offsets = torch.arange(n_encryptions) * o
-            self.flat = shared
-        else:
-            self.n_encryptions = len(blocks)
-            self.flat = torch.cat(blocks)
-            self.owner = torch.cat([torch.full((len(o),), t) for t, o in enumerate(blocks)])
-            self.offsets = torch.tensor([0] + [len(o) for o in blocks]).cumsum(0)[:-1]
-
-    def rows(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.flat[idx % len(self.flat)] if self.shared is not None else self.flat[idx]
-
-    def random(self, g: torch.Generator) -> torch.Tensor:
-        """One uniformly random option per encryption."""
-        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
-        return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
-
-    def residuals(self, predict, X, B, metric: Metric = PLAIN, chunk: int = 2048) -> torch.Tensor:
-        """``metric``(predict(row) − |x̃_owner|) for every option, flat (default: ‖·‖²)."""
-        if self.shared is not None:
-            return metric.cross(B, predict(self.shared, X)).reshape(-1)
-        return torch.cat([metric(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]])
-                          for i in range(0, len(self.flat), chunk)])
-
-    def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:
-        """Every encryption's option of smallest error (``metric``, default ‖·‖²) under ``predict`` (``noise``: its
-        μ, v): the rows and the total error."""
-        if self.shared is not None:  # one block for all: the fused minimum, no N×O residuals kept
-            idx, low = metric.nearest(B, predict(self.shared, X, *noise))
-            return self.shared[idx], float(low.sum())
-        res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B, metric)
-        first, low = segment_argmin(res, self.owner, self.n_encryptions)
-        return self.rows(first), float(low.sum())
-
-    def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
-        """Flat indices of each encryption's (up to) ``K`` most probable options under ``p`` (flat)."""
-        if self.shared is not None:
-            P = p.reshape(self.n_encryptions, -1)
-            kk = min(K, P.shape[1])
-            return (P.topk(kk, 1).indices + self.offsets[:, None]).reshape(-1)
-        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
-        key = self.owner.to(torch.float64) * 2.0 - p.to(torch.float64)  # by encryption, then most probable first
-        order = torch.argsort(key)
-        pos = torch.minimum(self.offsets[:, None] + torch.arange(K)[None], (self.offsets + sizes - 1)[:, None])
-        return order[pos.reshape(-1).unique()]
-
-    def expected(self, p: torch.Tensor, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
-        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (the
-        features computed chunk by chunk, never stored: n(n+1)/2 per option)."""
-        if self.shared is not None:
-            P = p.reshape(self.n_encryptions, -1)
-            return P @ self.shared, P @ pair_features(self.shared)
-        N, n = self.n_encryptions, self.flat.shape[1]
-        A = torch.zeros(N, n, dtype=self.flat.dtype).index_add_(0, self.owner, p[:, None] * self.flat)
-        W = torch.zeros(N, n * (n + 1) // 2, dtype=p.dtype)
-        for i in range(0, len(self.flat), chunk):
-            sl = slice(i, i + chunk)
-            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(self.flat[sl]))
-        return A, W
 
 
 def public_noise(noise_z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,175 @@
+"""The candidate mixing rows of Carlini et al.'s attack (``carlini.py``) and the exhaustive search over them.
+
+* ``RowGrid``: which rows an encryption may have. With the soft labels (step 3 of ``carlini.py``): per member-count
+  tuple (k members in all — inside; 2 private members — cross), each present class's *components*, its member
+  subsets × mass splits on a grid, no coefficient above c1; an encryption's rows are their product. Without the
+  labels: every set of members of the n images × a coefficient grid (inside: splits of 1; cross: each coefficient in
+  [0.1, c1], their sum — the private mass — in [c2, 1]), one list for every encryption.
+* ``Options``: every encryption's candidate rows, flat, and their residuals in chunks — O(options·(n + d)) time
+  per assignment, O(chunk·d) memory beyond the rows themselves; rows shared by every encryption (label-free) by
+  ``Metric.nearest``: O(N·options·d) time, O(options·d) memory.
+* ``segment_starts`` / ``segment_argmin``: the two index idioms both searches (this one and ``carlini_local``)
+  share (where each run of a sorted id starts; each segment's smallest value).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...errors import ParameterError
+from .carlini_model import PLAIN, Metric, pair_features, predict
+
+
+def segment_starts(ids: torch.Tensor) -> torch.Tensor:
+    """Where each run of equal values in the sorted ``ids`` starts."""
+    return torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(ids)).squeeze(1) + 1])
+
+
+def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each segment ``0 … count − 1`` of ``ids``: the index of its smallest value (the first of ties) and that
+    value (an empty segment: ``len(values)`` and inf). O(len(values)), no sort."""
+    low = torch.full((count,), torch.inf, dtype=values.dtype).scatter_reduce(0, ids, values, "amin")
+    pos = torch.where(values == low[ids], torch.arange(len(values)), len(values))
+    return torch.full((count,), len(values)).scatter_reduce(0, ids, pos, "amin"), low
+
+
+class Options:
+    """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
+    each encryption's block starts): one block per encryption (label-consistent rows), or one block of
+    rows shared by all (label-free), whose residuals are one N×O matrix product instead of N copies."""
+
+    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0):
+        self.shared = shared
+        if shared is not None:
+            self.n_encryptions, o = n_encryptions, len(shared)
+            self.owner = torch.arange(n_encryptions).repeat_interleave(o)
+            self.offsets = torch.arange(n_encryptions) * o
+            self.flat = shared
+        else:
+            self.n_encryptions = len(blocks)
+            self.flat = torch.cat(blocks)
+            self.owner = torch.cat([torch.full((len(o),), t) for t, o in enumerate(blocks)])
+            self.offsets = torch.tensor([0] + [len(o) for o in blocks]).cumsum(0)[:-1]
+
+    def rows(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.flat[idx % len(self.flat)] if self.shared is not None else self.flat[idx]
+
+    def random(self, g: torch.Generator) -> torch.Tensor:
+        """One uniformly random option per encryption."""
+        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
+        return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * sizes).long())
+
+    def residuals(self, predict, X, B, metric: Metric = PLAIN, chunk: int = 2048) -> torch.Tensor:
+        """``metric``(predict(row) − |x̃_owner|) for every option, flat (default: ‖·‖²)."""
+        if self.shared is not None:
+            return metric.cross(B, predict(self.shared, X)).reshape(-1)
+        return torch.cat([metric(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]])
+                          for i in range(0, len(self.flat), chunk)])
+
+    def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:
+        """Every encryption's option of smallest error (``metric``, default ‖·‖²) under ``predict`` (``noise``: its
+        μ, v): the rows and the total error."""
+        if self.shared is not None:  # one block for all: the fused minimum, no N×O residuals kept
+            idx, low = metric.nearest(B, predict(self.shared, X, *noise))
+            return self.shared[idx], float(low.sum())
+        res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B, metric)
+        first, low = segment_argmin(res, self.owner, self.n_encryptions)
+        return self.rows(first), float(low.sum())
+
+    def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
+        """Flat indices of each encryption's (up to) ``K`` most probable options under ``p`` (flat)."""
+        if self.shared is not None:
+            P = p.reshape(self.n_encryptions, -1)
+            kk = min(K, P.shape[1])
+            return (P.topk(kk, 1).indices + self.offsets[:, None]).reshape(-1)
+        sizes = torch.diff(torch.cat([self.offsets, torch.tensor([len(self.owner)])]))
+        key = self.owner.to(torch.float64) * 2.0 - p.to(torch.float64)  # by encryption, then most probable first
+        order = torch.argsort(key)
+        pos = torch.minimum(self.offsets[:, None] + torch.arange(K)[None], (self.offsets + sizes - 1)[:, None])
+        return order[pos.reshape(-1).unique()]
+
+    def expected(self, p: torch.Tensor, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
+        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (the
+        features computed chunk by chunk, never stored: n(n+1)/2 per option)."""
+        if self.shared is not None:
+            P = p.reshape(self.n_encryptions, -1)
+            return P @ self.shared, P @ pair_features(self.shared)
+        N, n = self.n_encryptions, self.flat.shape[1]
+        A = torch.zeros(N, n, dtype=self.flat.dtype).index_add_(0, self.owner, p[:, None] * self.flat)
+        W = torch.zeros(N, n * (n + 1) // 2, dtype=p.dtype)
+        for i in range(0, len(self.flat), chunk):
+            sl = slice(i, i + chunk)
+            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(self.flat[sl]))
+        return A, W
+
+
+@dataclass(frozen=True)
+class RowGrid:
+    """The rows an encryption of ``k`` images may have: ``members`` private images per mix (k inside, 2 cross),
+    each share on ``split_grid`` points, no coefficient above ``c1``, cross mode's private mass at least ``c2``."""
+
+    members: int
+    mode: str = "inside"
+    split_grid: int = 5
+    c1: float = 0.65
+    c2: float = 0.3
+
+    def splits(self, count: int) -> list[tuple[float, ...]]:
+        """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
+        grid = np.linspace(0.1, 0.9, self.split_grid)
+        return {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
+                3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}[count]
+
+    def components(self, label: torch.Tensor, members: dict) -> list:
+        """Per member-count tuple (``members`` in all): each present class's components — its member subsets × mass
+        splits on the grid, no coefficient above c1 — as lists of ((member, weight), …)."""
+        cs = [c for c in torch.nonzero(label > 1e-9).squeeze(1).tolist() if members.get(c)]
+        mass = {c: float(label[c]) for c in cs}
+        splits = {c: self.splits(c) for c in (1, 2, 3)}
+        out = []
+        for counts in itertools.product(*[range(1, min(len(members[c]), 3) + 1) for c in cs]):
+            if sum(counts) != self.members:
+                continue
+            per_class = [[tuple(zip(sub, (mass[c] * v for v in split)))
+                          for sub in itertools.combinations(members[c], nc) for split in splits[nc]
+                          if mass[c] * max(split) <= self.c1 + 1e-6] for c, nc in zip(cs, counts)]
+            if all(per_class):
+                out.append(per_class)
+        if not out:  # labels that no split into ``members`` explains (e.g. fewer images than mixed): one per class
+            out = [[[((i, mass[c]),) for i in members[c]] for c in cs]]
+        return out
+
+    def rows(self, label: torch.Tensor, members: dict, n: int) -> torch.Tensor:
+        """Every label-consistent mixing row (n columns): the product of each count tuple's per-class components."""
+        rows = [sum(combo, ()) for per_class in self.components(label, members) for combo in itertools.product(*per_class)]
+        idx = torch.tensor([[i for i, _ in r] for r in rows])
+        w = torch.tensor([[v for _, v in r] for r in rows], dtype=torch.float64)
+        return torch.zeros(len(rows), n, dtype=torch.float64).scatter_add_(1, idx, w)
+
+    def free_splits(self) -> list:
+        """Label-free coefficient tuples: inside, splits of 1 (k ≤ 3); cross, pairs in [0.1, c1] summing to [c2, 1]."""
+        if self.mode == "inside":
+            if self.members > 3:
+                raise ParameterError(f"label-free inside-mode assignment with k={self.members} is too large a search "
+                                     "(only k ≤ 3 is supported): pass the soft labels.")
+            splits = self.splits(self.members)
+        else:
+            grid = np.linspace(0.1, self.c1, self.split_grid)
+            splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]
+        return [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
+
+    def free_work(self, n: int, N: int, d: int) -> int:
+        """Multiply-adds of one label-free assignment over every row (N encryptions of d pixels, n images)."""
+        return len(self.free_splits()) * math.comb(n, self.members) * N * d
+
+    def free_rows(self, n: int, candidates=None) -> torch.Tensor:
+        """Label-free rows: every set of ``members`` of the n images (of ``candidates`` when given) × ``free_splits``."""
+        splits = torch.tensor(self.free_splits(), dtype=torch.float64)
+        subs = torch.tensor(list(itertools.combinations(range(n) if candidates is None else candidates, self.members)))
+        idx = subs.repeat_interleave(len(splits), 0)
+        return torch.zeros(len(subs) * len(splits), n, dtype=torch.float64).scatter_(1, idx, splits.repeat(len(subs), 1))
