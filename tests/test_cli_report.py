@@ -64,3 +64,33 @@ def test_mixture_attack_never_beats_bound_on_digits():
     for ds in r.datasets():
         b = [p.bound for p in r.select(ds, 0.001)]
         assert all(y > x for x, y in zip(b, b[1:]))  # rises with α
+
+
+def test_image_grid_places_every_image_and_leaves_missing_cells_blank(tmp_path):
+    """The one grid that every report's image rows use (``image_mosaic`` / ``plot_image_grid``): flat, H×W and C×H×W
+    images, grey and RGB in one grid, a missing cell blank (white), each image where its row and column say."""
+    import matplotlib.image as mpimg
+    import numpy as np
+    import torch
+
+    from reconguard.report.plots import image_mosaic, plot_image_grid
+
+    red = torch.zeros(3, 6, 6)
+    red[0] = 1.0
+    ramp = torch.linspace(0, 1, 36).reshape(6, 6)
+    rows = [("flat", [np.full(36, 0.25), None]), ("rgb", [red, torch.full((1, 6, 6), 2.0)]), ("hw", [ramp])]
+    canvas, h, w, pad = image_mosaic([images for _, images in rows], shape=(6, 6))
+    assert (h, w, pad) == (6, 6, 1) and canvas.shape == (3 * 7 + 1, 2 * 7 + 1, 3)
+
+    def cell(i, j):
+        return canvas[pad + i * (h + pad):pad + i * (h + pad) + h, pad + j * (w + pad):pad + j * (w + pad) + w]
+
+    assert np.allclose(cell(0, 0), 0.25) and np.allclose(cell(0, 1), 1.0) and np.allclose(cell(2, 1), 1.0)
+    assert np.allclose(cell(1, 0), red.permute(1, 2, 0).numpy())
+    assert np.allclose(cell(1, 1), 1.0)                                  # 2.0 clipped to [0, 1]
+    assert np.allclose(cell(2, 0), ramp.numpy()[..., None].repeat(3, 2))  # grey in an RGB grid
+    assert canvas[0].min() == 1.0 and canvas[:, 0].min() == 1.0         # white gaps
+    grey, *_ = image_mosaic([[ramp]])
+    assert grey.ndim == 2
+    path = plot_image_grid(rows, tmp_path / "g.png", "check", column_titles=["a", "b"], shape=(6, 6))
+    assert mpimg.imread(path).ndim == 3

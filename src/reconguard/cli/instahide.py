@@ -116,7 +116,7 @@ def _cmd_instahide_attack(args) -> int:
     size = ch.encryptions.shape[-1] if args.public == "digits" else None
     public = _labelled_data(args.public, size, args.public_root).images
     r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
-                         noise_rank=args.noise_rank, label_free=args.label_free,
+                         noise_rank=args.noise_rank, splits=args.splits, label_free=args.label_free,
                          similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
                          seed=args.seed, progress=not args.quiet)
     print(f"{r.description} in {r.seconds:.1f} s")
@@ -184,6 +184,9 @@ def register(sub) -> None:
     sp.add_argument("--noise-rank", type=int, default=20,
                     help="carlini, cross mode: how many dominant directions of the public part (smooth image texture) the "
                     "assignment's error discounts (0: plain squared error)")
+    sp.add_argument("--splits", type=int, default=10,
+                    help="carlini, direct X-step: at most this many k-means split moves per start (a slot holding a blend "
+                    "of two images re-seeded from its encryptions; 0: none)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

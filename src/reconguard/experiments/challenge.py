@@ -79,7 +79,7 @@ def ks_challenge(ch: Challenge, truth: str | Path):
 
 
 def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restarts: int | None = None, solver: str = "auto",
-                     search: str = "auto", noise_rank: int = 20, label_free: bool = False,
+                     search: str = "auto", noise_rank: int = 20, splits: int = 10, label_free: bool = False,
                      similarity_steps: int = 0, m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
                      progress: bool = False) -> ChallengeAttack:
     """Recover the private images of ``ch`` with ``method`` (``carlini`` or ``averaging``)."""
@@ -110,7 +110,7 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
             net.fit(scheme, public)
             similarity = net.scores(enc)
         r = CarliniAttack(k, ch.n, restarts=restarts, c1=paper_c1(k), mode=ch.mode, seed=seed, solver=solver,
-                          search=search, noise_rank=noise_rank, progress=progress).run(
+                          search=search, noise_rank=noise_rank, splits=splits, progress=progress).run(
             enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
         how = "label-free grid assignment" if label_free else f"label-constrained assignment, {r.search} search"
         discount = f"its {noise_rank} dominant directions discounted" if noise_rank else "plain squared error"

@@ -7,22 +7,14 @@ import html
 from pathlib import Path
 
 from .html import figures_html, fmt, page_start, row_html, settings_table
-from .plots import _save, plt
+from .plots import plot_image_grid
 
 
 def plot_attack_grid(label: str, example: dict, path, columns: int = 10) -> Path:
     rows = ["truth"] + [k for k in example if k != "truth"]
     n = min(columns, len(example["truth"]))
-    fig, axes = plt.subplots(len(rows), n, figsize=(0.9 * n + 1.2, 0.95 * len(rows) + 0.4), squeeze=False)
-    for i, name in enumerate(rows):
-        for j in range(n):
-            img = example[name][j]
-            axes[i, j].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray", vmin=0, vmax=1)
-            axes[i, j].set_xticks([])
-            axes[i, j].set_yticks([])
-        axes[i, 0].set_ylabel(name, fontsize=7)
-    fig.suptitle(f"{label}: private images and the outputs matched to them 1-to-1", fontsize=9)
-    return _save(fig, path)
+    return plot_image_grid([(name, list(example[name][:n])) for name in rows], path,
+                           f"{label}: private images and the outputs matched to them 1-to-1")
 
 
 def render_attacks_html(result, figures) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .html import figures_html, fmt, page_start, row_html
-from .plots import _save, plt
+from .plots import _save, plot_image_grid, plt
 
 
 def _head(cells) -> str:
@@ -56,17 +56,7 @@ def plot_encoder_audit(result, path: Path) -> Path:
 def plot_image_rows(rows, title: str, path: Path) -> Path:
     """``rows``: ``[(label, images N×C×H×W in [0, 1]), …]``, up to 8 images a row."""
     n = min(8, min(len(images) for _, images in rows))
-    fig, axes = plt.subplots(len(rows), n, figsize=(0.95 * n + 0.8, 1.15 * len(rows) + 0.4), squeeze=False)
-    for i, (label, row) in enumerate(rows):
-        for j in range(n):
-            img = row[j].detach().cpu().float()
-            axes[i, j].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray" if img.shape[0] == 1 else None,
-                              vmin=0, vmax=1)
-            axes[i, j].set_xticks([])
-            axes[i, j].set_yticks([])
-        axes[i, 0].set_ylabel(label, fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    return _save(fig, path)
+    return plot_image_grid([(label, list(images[:n])) for label, images in rows], path, title)
 
 
 def encoder_figures(result, folder: Path) -> list:

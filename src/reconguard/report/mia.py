@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .html import figures_html, fmt, page_start, settings_table
-from .plots import _save, plt
+from .plots import _save, plot_image_grid, plt
 from ..defenses.registry import EXPERIMENT, NO_DEFENSE, defense_class
 
 
@@ -91,33 +91,14 @@ def plot_robustness(result, path) -> Path:
 
 
 def plot_reconstructions(result, path, train_images=None, train_labels=None) -> Path:
-    """One row per defense: the top reconstruction for each target class (first column block: real images)."""
+    """One row per defense: the top reconstruction for each target class (first row: real images)."""
     examples = result.examples
-    labels = list(examples)
     classes = sorted({int(c) for ex in examples.values() for c in ex["targets"].tolist()})
-    rows = len(labels) + (1 if train_images is not None else 0)
-    fig, axes = plt.subplots(rows, len(classes), figsize=(1.1 * len(classes) + 1.5, 1.1 * rows + 0.4), squeeze=False)
-    r0 = 0
-    if train_images is not None:
-        for j, c in enumerate(classes):
-            img = train_images[train_labels == c][0]
-            axes[0, j].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray", vmin=0, vmax=1)
-        axes[0, 0].set_ylabel("private", fontsize=7)
-        r0 = 1
-    for i, label in enumerate(labels):
-        ex = examples[label]
-        for j, c in enumerate(classes):
-            sel = (ex["targets"] == c).nonzero()
-            if len(sel):
-                img = ex["images"][int(sel[0])]
-                axes[r0 + i, j].imshow(img.permute(1, 2, 0).squeeze(-1).numpy(), cmap="gray", vmin=0, vmax=1)
-        axes[r0 + i, 0].set_ylabel(label, fontsize=7)
-    for ax in axes.flat:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    for j, c in enumerate(classes):
-        axes[0, j].set_title(f"class {c}", fontsize=7)
-    return _save(fig, path)
+    rows = [] if train_images is None else [("private", [train_images[train_labels == c][0] for c in classes])]
+    for label, ex in examples.items():
+        picks = [(ex["targets"] == c).nonzero() for c in classes]
+        rows.append((label, [ex["images"][int(sel[0])] if len(sel) else None for sel in picks]))
+    return plot_image_grid(rows, path, column_titles=[f"class {c}" for c in classes])
 
 
 def plot_fit(result, path) -> Path | None:
