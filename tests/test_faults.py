@@ -285,12 +285,19 @@ def _train(work, out, *extra):
             "--batch-size", "64", "--out", out, "--quiet", *extra]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """One uninterrupted training run, the reference both interrupted ones must equal."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    assert subprocess.run(_train(folder, "full"), cwd=folder, env=ENV, capture_output=True).returncode == 0
+    return folder / "full"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
-def test_train_killed_then_resumed_equals_an_uninterrupted_run(work, sig):
+def test_train_killed_then_resumed_equals_an_uninterrupted_run(work, sig, uninterrupted):
     import torch
 
-    assert subprocess.run(_train(work, "full"), cwd=work, env=ENV, capture_output=True).returncode == 0
     proc = subprocess.Popen(_slowed("reconguard.io", "save_torch_atomic", 0.5, _train(work, "cut")[3:]), cwd=work, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
     ckpt = work / ".cut.checkpoint.pt"
@@ -303,11 +310,11 @@ def test_train_killed_then_resumed_equals_an_uninterrupted_run(work, sig):
     assert ckpt.exists() and not (work / "cut").exists()
     r = subprocess.run(_train(work, "cut", "--resume"), cwd=work, env=ENV, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    a = torch.load(work / "full" / "model.pt", weights_only=True)["state_dict"]
+    a = torch.load(uninterrupted / "model.pt", weights_only=True)["state_dict"]
     b = torch.load(work / "cut" / "model.pt", weights_only=True)["state_dict"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     strip = lambda h: [{k: v for k, v in e.items() if k != "seconds"} for e in h]  # noqa: E731
-    ha = json.loads((work / "full" / "result.json").read_text())["result"]["history"]
+    ha = json.loads((uninterrupted / "result.json").read_text())["result"]["history"]
     hb = json.loads((work / "cut" / "result.json").read_text())["result"]["history"]
     assert strip(ha) == strip(hb) and len(ha) == 6
     assert not ckpt.exists()
