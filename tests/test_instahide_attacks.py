@@ -480,7 +480,7 @@ def test_noise_metric_picks_the_true_pair_more_often():
     for s_, i in enumerate(order.tolist()):
         members.setdefault(int(y[i]), []).append(s_)
     attack = CarliniAttack(6, n, c1=paper_c1(6), mode="cross")
-    opts = Options([attack.grid.rows(L[t], members, n) for t in range(len(E))])
+    opts = Options([attack.grid.entries(L[t], members) for t in range(len(E))], n=n)
     stats = InstaHide(k=6).channel_stats(own)
     X = InstaHide.normalize_images(x, stats).reshape(n, -1).double()[order]
     own_z = InstaHide.normalize_images(own, stats).reshape(len(own), -1).double()
@@ -489,11 +489,14 @@ def test_noise_metric_picks_the_true_pair_more_often():
     for rank in (0, 20):
         convention, model, metric = cross_noise(E, L, own, noise, own_z, stats, 6, 0.3, "auto", rank, 0)
         assert convention == "own" and (metric is PLAIN) == (rank == 0)
-        first, _ = segment_argmin(opts.residuals(lambda A, Z: predict(A, Z, *model), X, B, metric), opts.owner, len(E))
-        chosen = opts.flat[first] > 0
+        first, _ = segment_argmin(opts.residuals(X, B, model, metric), opts.owner, len(E))
+        chosen = opts.rows(first) > 0
         right[rank] = float(chosen[torch.arange(len(E))[:, None], truth].all(1).float().mean())
     assert right[20] >= right[0] + 0.06, right  # measured 0.63 vs 0.52
-    P = predict(opts.flat[:50], X, *model)
+    sub = torch.arange(0, len(opts), 97)  # the sparse rows' residuals are the dense rows' (Σ_m w_m X[i_m] = a X)
+    dense = metric(predict(opts.rows(sub), X, *model) - B[opts.owner[sub]])
+    assert torch.allclose(opts.residuals(X, B, model, metric)[sub], dense, rtol=1e-9, atol=1e-9)
+    P = predict(opts.rows(torch.arange(50)), X, *model)
     assert torch.allclose(metric.cross(B[:7], P), torch.stack([metric(P - b) for b in B[:7]]), rtol=1e-9, atol=1e-6)
     assert torch.allclose(PLAIN(P - B[0]), (P - B[0]).pow(2).sum(1))
     for m in (metric, PLAIN):  # the fused float32 minimum of the label-free search: the float64 minimum, up to

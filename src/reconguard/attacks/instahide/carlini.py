@@ -162,7 +162,7 @@ class CarliniAttack(Attack):
         from the residuals' median to 1 % of it; the X-step on them is the lifting on the expected pair
         features, or (direct solver) Adam on the p-weighted error of each encryption's ``top`` options."""
         X = self._solve(A, B, prior)
-        res = opts.residuals(self._predict, X, B, self._metric)
+        res = opts.residuals(X, B, self._noise, self._metric)
         tau0 = float(res.median())
         owner, N = opts.owner, opts.n_encryptions
         for step in range(steps):
@@ -179,7 +179,7 @@ class CarliniAttack(Attack):
             else:
                 Aexp, W = opts.expected(p)
                 X = lift(Aexp, B, prior, W)
-            res = opts.residuals(self._predict, X, B, self._metric)
+            res = opts.residuals(X, B, self._noise, self._metric)
         return opts.assign(X, B, self._noise, self._metric)[0]
 
     def _predict(self, A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
@@ -236,7 +236,7 @@ class CarliniAttack(Attack):
 
         H = soft_memberships(similarity, n, seed=self.seed)
         top = H.topk(min(per, n), 1).indices
-        return Options([self.grid.free_rows(n, sorted(c.tolist())) for c in top])
+        return Options([self.grid.free_entries(sorted(c.tolist())) for c in top], n=n)
 
     def run(self, encryptions, labels, public, noise_images=None, similarity=None) -> CarliniResult:
         """``encryptions`` N×C×H×W (signed, normalised units); ``labels`` N×classes (soft) or None
@@ -312,7 +312,7 @@ class CarliniAttack(Attack):
                     raise ParameterError(f"{len(opts):,} label-consistent components (k={self.k}, n={n_hat}) is too large "
                                          "even for the local search; use fewer images per class or raise max_options.")
             else:
-                opts = Options([self.grid.rows(labels[t], members, n_hat) for t in range(N)])
+                opts = Options([self.grid.entries(labels[t], members) for t in range(N)], n=n_hat)
         searched = "local" if isinstance(opts, LocalOptions) else "exhaustive"
         best, history = None, []
         direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
@@ -333,7 +333,7 @@ class CarliniAttack(Attack):
                 A = self._anneal(A, opts, B, prior)
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
                 A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
-                A = A * (float(opts.flat.sum(1).mean()) / self.members)
+                A = A * (opts.mean_mass() / self.members)
             split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, self._noise, self._box)) if direct else None
             total, A, X = alternate(A, lambda A_, X_: self._solve(A_, B, prior, X_),
                                     lambda X_: opts.assign(X_, B, self._noise, self._metric), self.max_iter, tol, split,

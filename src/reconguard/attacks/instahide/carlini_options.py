@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ...errors import ParameterError
-from .carlini_model import PLAIN, Metric, pair_features, predict
+from .carlini_model import PLAIN, Metric, link, pair_features, predict
 
 
 def segment_starts(ids: torch.Tensor) -> torch.Tensor:
@@ -40,23 +40,29 @@ def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple
 
 class Options:
     """Every encryption's candidate mixing rows as one flat list (``owner``: whose row; ``offsets``: where
-    each encryption's block starts; ``sizes``: how many it has): one block per encryption (label-consistent rows),
-    or one block of rows shared by all (label-free), whose residuals are one N×O matrix product instead of N copies
-    and whose ``owner`` (N·O entries: 3.6 GB at n = 100, N = 5,000) is made only when asked for (annealing)."""
+    each encryption's block starts; ``sizes``: how many it has). Either one block per encryption, each row kept sparse
+    as its ≤ m members and weights (``idx``, ``w``: R×m; the dense R×n rows were 0.8 GB at n = 100, N = 5,000 cross),
+    or one dense block of rows ``shared`` by all (label-free), whose residuals are one N×O matrix product instead of N
+    copies and whose ``owner`` (N·O entries: 3.6 GB at n = 100, N = 5,000) is made only when asked for (annealing)."""
 
-    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0):
+    def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0,
+                 n: int = 0):
         self.shared = shared
         if shared is not None:
-            self.n_encryptions, o = n_encryptions, len(shared)
+            self.n_encryptions, self.n = n_encryptions, shared.shape[1]
+            self.sizes = torch.full((n_encryptions,), len(shared))
             self._owner = None
-            self.sizes = torch.full((n_encryptions,), o)
-            self.flat = shared
-        else:
-            self.n_encryptions = len(blocks)
-            self.flat = torch.cat(blocks)
-            self.sizes = torch.tensor([len(o) for o in blocks])
+        else:  # blocks: one (idx, w) pair of R_t × m_t tensors per encryption; padded with weight-0 members
+            self.n_encryptions, self.n = len(blocks), int(n)
+            width = max(i.shape[1] for i, _ in blocks)
+            self.idx = torch.cat([torch.nn.functional.pad(i, (0, width - i.shape[1])) for i, _ in blocks])
+            self.w = torch.cat([torch.nn.functional.pad(w, (0, width - w.shape[1])) for _, w in blocks])
+            self.sizes = torch.tensor([len(i) for i, _ in blocks])
             self._owner = torch.arange(self.n_encryptions).repeat_interleave(self.sizes)
         self.offsets = self.sizes.cumsum(0) - self.sizes
+
+    def __len__(self) -> int:
+        return int(self.sizes.sum())
 
     @property
     def owner(self) -> torch.Tensor:
@@ -65,21 +71,31 @@ class Options:
         return self._owner
 
     def rows(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.flat[idx % len(self.flat)] if self.shared is not None else self.flat[idx]
+        """The options at flat indices ``idx`` as dense rows (len(idx)×n)."""
+        if self.shared is not None:
+            return self.shared[idx % len(self.shared)]
+        return torch.zeros(len(idx), self.n, dtype=self.w.dtype).scatter_add_(1, self.idx[idx], self.w[idx])
+
+    def mean_mass(self) -> float:
+        """The options' mean total coefficient (the private mass in cross mode, 1 inside)."""
+        return float((self.shared if self.shared is not None else self.w).sum(1).mean())
 
     def random(self, g: torch.Generator) -> torch.Tensor:
         """One uniformly random option per encryption."""
         return self.rows(self.offsets + (torch.rand(self.n_encryptions, generator=g, dtype=torch.float64) * self.sizes).long())
 
-    def residuals(self, predict, X, B, metric: Metric = PLAIN, chunk: int = 2048) -> torch.Tensor:
-        """``metric``(predict(row) − |x̃_owner|) for every option, flat (default: ‖·‖²)."""
+    def residuals(self, X, B, noise, metric: Metric = PLAIN, chunk: int = 2048) -> torch.Tensor:
+        """``metric``(predict(row) − |x̃_owner|) for every option, flat (default ‖·‖²; ``noise``: the model's μ, v).
+        A sparse row's private part is Σ_m w_m X[i_m]: O(m·d) per option, not the dense row's O(n·d)."""
         if self.shared is not None:
-            return metric.cross(B, predict(self.shared, X)).reshape(-1)
+            return metric.cross(B, predict(self.shared, X, *noise)).reshape(-1)
         # written into one preallocated tensor: small per-chunk results kept between the chunks' large temporaries
         # fragment the heap (a list + torch.cat took the peak from 2.2 to 5.1 GiB at n = 100, N = 5,000)
-        out = torch.empty(len(self.flat), dtype=torch.promote_types(X.dtype, B.dtype))
-        for i in range(0, len(self.flat), chunk):
-            out[i:i + chunk] = metric(predict(self.flat[i:i + chunk], X) - B[self.owner[i:i + chunk]])
+        out = torch.empty(len(self), dtype=torch.promote_types(X.dtype, B.dtype))
+        for i in range(0, len(self), chunk):
+            w = self.w[i:i + chunk].to(X.dtype)
+            U = (w[:, :, None] * X[self.idx[i:i + chunk]]).sum(1)
+            out[i:i + chunk] = metric(link(U, w.sum(1, keepdim=True), *noise) - B[self.owner[i:i + chunk]])
         return out
 
     def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:
@@ -88,8 +104,7 @@ class Options:
         if self.shared is not None:  # one block for all: the fused minimum, no N×O residuals kept
             idx, low = metric.nearest(B, predict(self.shared, X, *noise))
             return self.shared[idx], float(low.sum())
-        res = self.residuals(lambda A, Z: predict(A, Z, *noise), X, B, metric)
-        first, low = segment_argmin(res, self.owner, self.n_encryptions)
+        first, low = segment_argmin(self.residuals(X, B, noise, metric), self.owner, self.n_encryptions)
         return self.rows(first), float(low.sum())
 
     def top(self, p: torch.Tensor, K: int) -> torch.Tensor:
@@ -104,17 +119,19 @@ class Options:
         return order[pos.reshape(-1).unique()]
 
     def expected(self, p: torch.Tensor, chunk: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
-        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (the
-        features computed chunk by chunk, never stored: n(n+1)/2 per option)."""
+        """Under per-encryption option probabilities ``p`` (flat): the expected rows and pair features (rows and
+        features made chunk by chunk, never stored: n(n+1)/2 features per option)."""
         if self.shared is not None:
             P = p.reshape(self.n_encryptions, -1)
             return P @ self.shared, P @ pair_features(self.shared)
-        N, n = self.n_encryptions, self.flat.shape[1]
-        A = torch.zeros(N, n, dtype=self.flat.dtype).index_add_(0, self.owner, p[:, None] * self.flat)
+        N, n = self.n_encryptions, self.n
+        A = torch.zeros(N, n, dtype=p.dtype)
         W = torch.zeros(N, n * (n + 1) // 2, dtype=p.dtype)
-        for i in range(0, len(self.flat), chunk):
+        for i in range(0, len(self), chunk):
             sl = slice(i, i + chunk)
-            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(self.flat[sl]))
+            R = self.rows(torch.arange(i, min(i + chunk, len(self))))
+            A.index_add_(0, self.owner[sl], p[sl, None] * R)
+            W.index_add_(0, self.owner[sl], p[sl, None] * pair_features(R))
         return A, W
 
 
@@ -154,12 +171,13 @@ class RowGrid:
             out = [[[((i, mass[c]),) for i in members[c]] for c in cs]]
         return out
 
-    def rows(self, label: torch.Tensor, members: dict, n: int) -> torch.Tensor:
-        """Every label-consistent mixing row (n columns): the product of each count tuple's per-class components."""
+    def entries(self, label: torch.Tensor, members: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every label-consistent mixing row — the product of each count tuple's per-class components — sparse: its
+        members and weights (R×m, padded with weight-0 members where a row has fewer)."""
         rows = [sum(combo, ()) for per_class in self.components(label, members) for combo in itertools.product(*per_class)]
-        idx = torch.tensor([[i for i, _ in r] for r in rows])
-        w = torch.tensor([[v for _, v in r] for r in rows], dtype=torch.float64)
-        return torch.zeros(len(rows), n, dtype=torch.float64).scatter_add_(1, idx, w)
+        width = max(len(r) for r in rows)
+        idx = torch.tensor([[i for i, _ in r] + [0] * (width - len(r)) for r in rows])
+        return idx, torch.tensor([[v for _, v in r] + [0.0] * (width - len(r)) for r in rows], dtype=torch.float64)
 
     def free_splits(self) -> list:
         """Label-free coefficient tuples: inside, splits of 1 (k ≤ 3); cross, pairs in [0.1, c1] summing to [c2, 1]."""
@@ -177,9 +195,13 @@ class RowGrid:
         """Multiply-adds of one label-free assignment over every row (N encryptions of d pixels, n images)."""
         return len(self.free_splits()) * math.comb(n, self.members) * N * d
 
-    def free_rows(self, n: int, candidates=None) -> torch.Tensor:
-        """Label-free rows: every set of ``members`` of the n images (of ``candidates`` when given) × ``free_splits``."""
+    def free_entries(self, candidates) -> tuple[torch.Tensor, torch.Tensor]:
+        """Label-free rows, sparse: every set of ``members`` of the ``candidates`` × ``free_splits``."""
         splits = torch.tensor(self.free_splits(), dtype=torch.float64)
-        subs = torch.tensor(list(itertools.combinations(range(n) if candidates is None else candidates, self.members)))
-        idx = subs.repeat_interleave(len(splits), 0)
-        return torch.zeros(len(subs) * len(splits), n, dtype=torch.float64).scatter_(1, idx, splits.repeat(len(subs), 1))
+        subs = torch.tensor(list(itertools.combinations(candidates, self.members)))
+        return subs.repeat_interleave(len(splits), 0), splits.repeat(len(subs), 1)
+
+    def free_rows(self, n: int) -> torch.Tensor:
+        """Label-free rows over all n images, dense (n columns): the one block every encryption shares."""
+        idx, w = self.free_entries(range(n))
+        return torch.zeros(len(idx), n, dtype=torch.float64).scatter_(1, idx, w)
