@@ -53,22 +53,23 @@ gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most `
 blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
 encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
 resumes (kept if its error ends lower). Cross, own
-convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.91 (the split).
+convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
 members at a time — Σ_c K_c rows per state instead of Π_c K_c, for inside k ≥ 4 at n = 100 (5·10⁷ rows).
 ``auto``: local when the rows exceed ``max_options``.
 
-**Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes): per iteration, the
-assignment O(O·(n + d)) and the X-step O(direct_steps·N·n·d); memory O(O·n) for the option rows (8 bytes
-each: 0.55 GB at N = 5,000, n = 100) plus O(chunk·d) while scoring.
+**Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes, m ≤ k members a row): per
+iteration, the assignment O(O·m·d) = O(n³·T) at fixed T and the X-step O(direct_steps·N·n·d); memory O(O·m) for
+the sparse option rows (members and weights) plus O(chunk·d) while scoring. Measured (28×28, n·T = 1,000 →
+2,500 → 5,000): 32 → 41 → 293 s, 0.91 → 1.21 → 1.73 GiB.
 
 **Label-free** (no labels): every encryption's row among all C(n, m) member sets × the coefficient grid, one list
 shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` — one float32
 product of augmented rows per chunk, O(N·O·d) time per assignment (O = 89,100 at n = 100: 8 s on 2 cores),
-O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference convention: identified 0.80 from one
-random start (0.21 before, each encryption restricted to its 5 likeliest images by the similarity scores).
+O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference convention: identified 0.77 from one
+random start, 0.79 from the similarity network's (0.21 before, each encryption restricted to its 5 likeliest images).
 Above ``max_free_work`` multiply-adds per assignment the search is refused, or with ``similarity`` (the similarity
 network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)); with
 ``similarity`` the clustering of the scores also gives one start, in place of one random start.
