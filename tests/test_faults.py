@@ -164,7 +164,7 @@ def test_bad_arrays_for_the_instahide_commands(work):
     labels = np.load(work / "c" / "labels.npy")
     for name, e, lab in (("nan", np.where(np.arange(enc.size).reshape(enc.shape) == 5, np.nan, enc), labels),
                          ("flat", enc.reshape(len(enc), -1), labels),
-                         ("nanlab", enc, np.full_like(labels, np.nan))):
+                         ("nanlab", enc, np.full_like(labels, np.nan)), ("plain", enc, labels)):
         (work / name).mkdir()
         np.save(work / name / "encryptions.npy", e)
         np.save(work / name / "labels.npy", lab)
@@ -183,6 +183,10 @@ def test_bad_arrays_for_the_instahide_commands(work):
     # the challenge says what it is: a wrong --k is refused instead of running silently
     assert_refused(cli("instahide", "attack", "carlini", "--challenge", "c", "--k", "4", "--quiet", cwd=work),
                    "challenge.json")
+    assert_refused(cli("instahide", "attack", "carlini", "--challenge", "c", "--c1", "0.9", "--quiet", cwd=work),
+                   "challenge.json")  # c1 too: the attack's coefficient cap is the scheme's
+    assert_refused(cli("instahide", "attack", "carlini", "--challenge", "plain", "--n", "6", "--k", "3", "--c1", "0.1",
+                       "--quiet", cwd=work), "1/k")  # no three coefficients ≤ 0.1 sum to 1
     assert_refused(cli("instahide", "challenge", "--k", "0", "--out", "c0", cwd=work), "k")
     assert snapshot(work) == before
 

@@ -101,7 +101,7 @@ def _cmd_instahide_attack(args) -> int:
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
     from ..io import atomic_file
 
-    ch = load_challenge(args.challenge, args.k, args.mode, args.n)
+    ch = load_challenge(args.challenge, args.k, args.mode, args.n, args.c1, args.c2)
     if args.method == "ks":
         if not args.truth:
             raise ParameterError("the KS test groups encryptions by their private image: give --truth DIR.")
@@ -173,6 +173,10 @@ def register(sub) -> None:
     sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
     sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")
     sp.add_argument("--n", type=int, help="carlini: the number of private images (default: from challenge.json)")
+    sp.add_argument("--c1", type=float, default=None, help="carlini: the scheme's largest coefficient (default: "
+                    "challenge.json, else 0.65)")
+    sp.add_argument("--c2", type=float, default=None, help="carlini, cross mode: the least mass of the two private "
+                    "images (default: challenge.json, else 0.3)")
     sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
                     "with the lifting; with the direct X-step round(120,000 / (N·n)), 1 to 6)")
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",

@@ -50,6 +50,22 @@ def paper_c1(k: int) -> float:
     return max(0.65, 1.0 / check_positive_int(k, "k (images per mix)"))
 
 
+def check_coefficient_caps(k: int, c1: float, c2: float, mode: str) -> tuple[float, float]:
+    """(c1, c2) checked for k images per mix: c1 in [1/k, 1] (k coefficients below 1/k cannot sum to 1); in cross
+    mode k ≥ 2 and c2 in [0, 2·c1] (two private coefficients cannot exceed 2·c1)."""
+    c1 = check_scalar(c1, "c1 (largest coefficient)", low=0.0, high=1.0, low_open=True)
+    if c1 < 1.0 / k - 1e-12:
+        raise ParameterError(f"c1={c1} is below 1/k={1 / k:.3g}: no coefficients sum to 1; raise c1 "
+                             f"to at least 1/k (k=1 needs c1=1).")
+    c2 = check_scalar(c2, "c2 (private coefficients' floor)", low=0.0, high=1.0)
+    if mode == "cross":
+        if k < 2:
+            raise ParameterError("cross mode mixes 2 private images with k − 2 public ones: k must be ≥ 2.")
+        if c2 > 2 * c1 + 1e-12:
+            raise ParameterError(f"c2={c2} > 2·c1={2 * c1}: two private coefficients cannot reach it.")
+    return c1, c2
+
+
 _SIGNS = torch.tensor(  # byte → its 8 bits as ±1 floats (most significant bit first, as numpy.unpackbits)
     [[1.0 if (b >> (7 - i)) & 1 else -1.0 for i in range(8)] for b in range(256)], dtype=torch.float32)
 
@@ -187,19 +203,11 @@ class InstaHide:
             raise UnknownOptionError(f"public_normalize must be one of {PUBLIC_NORMALIZE}, got {public_normalize!r}.")
         self.public_normalize = public_normalize
         self._public_stats = None
-        self.c1 = check_scalar(c1, "c1 (largest coefficient)", low=0.0, high=1.0, low_open=True)
-        if self.c1 < 1.0 / self.k - 1e-12:
-            raise ParameterError(f"c1={c1} is below 1/k={1 / self.k:.3g}: no coefficients sum to 1; raise c1 "
-                                 f"to at least 1/k (k=1 needs c1=1).")
-        self.c2 = check_scalar(c2, "c2 (private coefficients' floor)", low=0.0, high=1.0)
         if mode not in MODES:
             raise UnknownOptionError(f"mode must be one of {MODES}, got {mode!r}.")
         self.mode = mode
+        self.c1, self.c2 = check_coefficient_caps(self.k, c1, c2, mode)
         if mode == "cross":
-            if self.k < 2:
-                raise ParameterError("cross mode mixes 2 private images with k − 2 public ones: k must be ≥ 2.")
-            if self.c2 > 2 * self.c1 + 1e-12:
-                raise ParameterError(f"c2={c2} > 2·c1={2 * self.c1}: two private coefficients cannot reach it.")
             if self.k > 2 and public is None:
                 raise ParameterError("cross mode needs a public pool (images or a PatchStore): public=…")
         self.public = public

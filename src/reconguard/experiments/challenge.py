@@ -1,8 +1,8 @@
 """An encrypted release as an attacker finds it — a folder of InstaHide / Mixup encryptions and their soft
 labels (``reconguard instahide challenge`` writes one) — and the attacks that apply to it.
 
-:func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode and n; a different
-value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack (lifting + assignment, with or
+:func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode, n, c1 and c2; a
+different value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack (lifting + assignment, with or
 without the labels, optionally started from the similarity network's clustering) or the weak averaging attack
 (optionally after demasking), and returns the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
 of InstaHide paper §5.2 with the truth's grouping. The attacker's own data of the same kind (``public``) gives
@@ -33,6 +33,8 @@ class Challenge:
     k: int
     mode: str
     n: int | None
+    c1: float          # the largest coefficient the scheme allows (challenge.json, else the paper's 0.65)
+    c2: float          # cross mode: the least total mass of the two private images (else 0.3, InstaHide's default)
 
 
 @dataclass(frozen=True)
@@ -44,8 +46,10 @@ class ChallengeAttack(Result):
     _skip_in_dict = ("images",)
 
 
-def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = None, n: int | None = None) -> Challenge:
+def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = None, n: int | None = None,
+                   c1: float | None = None, c2: float | None = None) -> Challenge:
     from ..attacks.instahide.measure import read_challenge_info
+    from ..encoders.instahide import paper_c1
 
     folder = Path(folder)
     if not (folder / "encryptions.npy").is_file():
@@ -54,7 +58,7 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
     labels = load_array(folder / "labels.npy", "labels (soft labels, one row per encryption)", ndim=(2,)).float()
     if labels.shape[0] != enc.shape[0]:
         raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {HINT}.")
-    given = {"k": k, "mode": mode, "n": n}
+    given = {"k": k, "mode": mode, "n": n, "c1": c1, "c2": c2}
     info = read_challenge_info(folder)
     if info is not None:  # the challenge says what it is: a different k / mode / n is a mistake
         for key, value in list(given.items()):
@@ -63,8 +67,9 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
             elif info.get(key) is not None and value != info[key]:
                 raise ParameterError(f"--{key} {value} but {folder}/challenge.json says {key} = {info[key]}; "
                                      f"drop --{key} (it is read from the challenge) or give {info[key]}.")
-    return Challenge(folder, enc, labels, int(given["k"] or 4), given["mode"] or "inside",
-                     None if given["n"] is None else int(given["n"]))
+    k = int(given["k"] or 4)
+    return Challenge(folder, enc, labels, k, given["mode"] or "inside", None if given["n"] is None else int(given["n"]),
+                     float(given["c1"] or paper_c1(k)), float(0.3 if given["c2"] is None else given["c2"]))
 
 
 def ks_challenge(ch: Challenge, truth: str | Path):
@@ -85,7 +90,6 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
     """Recover the private images of ``ch`` with ``method`` (``carlini`` or ``averaging``)."""
     from ..attacks.instahide import AveragingAttack, CarliniAttack, Demasker, SimilarityNetwork
     from ..encoders import InstaHide
-    from ..encoders.instahide import paper_c1
     from .instahide import public_pool
 
     if method not in METHODS:
@@ -105,11 +109,11 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
         if similarity_steps:
             from ..attacks.instahide.carlini_model import public_convention
             convention = public_convention(enc, None if label_free else labels, public, noise, k) if noise is not None else "private"
-            scheme = InstaHide(k, c1=paper_c1(k), mode=ch.mode, public=pool_images, public_normalize=convention)
+            scheme = InstaHide(k, c1=ch.c1, c2=ch.c2, mode=ch.mode, public=pool_images, public_normalize=convention)
             net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
             net.fit(scheme, public)
             similarity = net.scores(enc)
-        r = CarliniAttack(k, ch.n, restarts=restarts, c1=paper_c1(k), mode=ch.mode, seed=seed, solver=solver,
+        r = CarliniAttack(k, ch.n, restarts=restarts, c1=ch.c1, c2=ch.c2, mode=ch.mode, seed=seed, solver=solver,
                           search=search, noise_rank=noise_rank, splits=splits, progress=progress).run(
             enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
         how = "label-free grid assignment" if label_free else f"label-constrained assignment, {r.search} search"

@@ -125,7 +125,7 @@ class CarliniAttack(Attack):
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  progress: bool = False):
         super().__init__(None)
-        from ...encoders.instahide import MODES
+        from ...encoders.instahide import MODES, check_coefficient_caps
 
         self.k = check_positive_int(k, "k")
         if mode not in MODES:
@@ -140,6 +140,7 @@ class CarliniAttack(Attack):
             raise ParameterError("cross mode with k = 2 mixes no public image: attack it as inside mode "
                                  "(mode='inside', k=2, with the labels' mass as it is).")
         self.mode, self.solver, self.public_normalization, self.search = mode, solver, public_normalization, search
+        c1, c2 = check_coefficient_caps(self.k, c1, c2, mode)
         self.members = self.k if mode == "inside" else 2  # private images per mix
         self.refine_steps = (0 if mode == "inside" else 150) if refine_steps is None else int(refine_steps)
         self.final_refine_steps, self.direct_steps = int(final_refine_steps), check_positive_int(direct_steps, "direct_steps")
