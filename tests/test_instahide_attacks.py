@@ -160,8 +160,8 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
     r = CarliniAttack(4, 20).run(enc, labels, d.images[public])
     score = score_challenge(r.images, tmp_path / "t")
     assert r.images.shape == (20, 1, 8, 8)
-    assert score.identified >= 0.8 and score.identified >= score.baseline.identified + 0.6  # 0.95 direct (0.60 lift); guess 0
-    assert score.matched_ssim >= 0.9 and score.matched_ssim > score.baseline.matched_ssim + 0.2  # 0.96 vs 0.69
+    assert score.identified >= 0.8 and score.identified >= score.baseline.identified + 0.6  # 1.00 (0.95 before sign_prior; lift 0.75)
+    assert score.matched_ssim >= 0.9 and score.matched_ssim > score.baseline.matched_ssim + 0.2  # 0.99 vs 0.69
     # with the true mixing matrix the lifting is exact
     from reconguard.attacks.instahide.carlini import lift
     x = InstaHide.normalize_images(d.images[:6], ((0.3,), (0.4,))).reshape(6, -1).double()

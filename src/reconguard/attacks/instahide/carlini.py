@@ -55,6 +55,11 @@ encryptions, another slot of it < 0.75× — is split by a 2-means of its encryp
 resumes (kept if its error ends lower). Cross, own
 convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
 
+**Each pixel's global sign** (``sign_prior``, ``carlini_signs.orient_by_prior``): |a X| cannot tell column p of X
+from its negative; after the attack the signs are chosen under a Gaussian model of the attacker's own images, from
+the pixel graph's spanning tree, the global one by the pixel range. Natural-image crops (inside k = 3, n = 20):
+identified 0.05 → 0.40; digits: SSIM up (cross own n = 100: 0.819 → 0.839).
+
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
 members at a time — Σ_c K_c rows per state instead of Π_c K_c, for inside k ≥ 4 at n = 100 (5·10⁷ rows).
@@ -93,6 +98,7 @@ from .carlini_local import LocalOptions
 from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
                             split_overloaded)
 from .carlini_options import Options, RowGrid
+from .carlini_signs import orient_by_prior
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -123,7 +129,7 @@ class CarliniAttack(Attack):
                  seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
-                 progress: bool = False):
+                 sign_prior: bool = True, progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, check_coefficient_caps
 
@@ -156,7 +162,7 @@ class CarliniAttack(Attack):
         self.noise_rank = int(noise_rank)
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
-        self.splits = int(splits)
+        self.splits, self.sign_prior = int(splits), bool(sign_prior)
         self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
     def _anneal(self, A, opts, B, prior, steps: int = 30):
@@ -347,6 +353,8 @@ class CarliniAttack(Attack):
         X = self._solve(A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(A, X, B)
+        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs)
+            X = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), self._box)
         mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
         std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
         images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
