@@ -226,7 +226,8 @@ n = {result.n}; truth {html.escape(str(result.truth))}; {result.seconds:.0f} s.<
                "seconds"])}{"".join(body)}</table>
 <p class="note"><b>identified</b>: the fraction of private images that some recovered image's nearest neighbour is,
 among the private images and non-members; <b>baseline</b>: the same for random non-member images submitted as the
-recovery — an attack is only worth its margin over it.</p>
+recovery — an attack is only worth its margin over it. Scores are what these attacks reach, a lower bound on what
+leaks: a low one is not proof of privacy (on natural images Carlini's assignment is known to fall short — README).</p>
 {ks}
 {_foot(figures)}"""
 
