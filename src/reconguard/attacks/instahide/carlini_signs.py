@@ -102,7 +102,8 @@ def orient_by_prior(X: torch.Tensor, own: torch.Tensor, shape: tuple, box, max_d
     else:
         from sklearn.covariance import LedoitWolf
 
-        P = LedoitWolf().fit(z).precision_
+        cov = LedoitWolf(store_precision=False).fit(z).covariance_  # shrunk: positive definite
+        P = np.linalg.inv(cov)  # sklearn's precision_ is a pseudo-inverse (eigendecomposition): 14.7 s vs 2.6 s at 3×32×32
         Q, h = P * (x.T @ x), (P @ mu) * x.sum(0)
         best = None
         for start in (np.ones(x.shape[1]), tree, -tree):
