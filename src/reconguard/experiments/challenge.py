@@ -108,7 +108,8 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
         similarity = None
         if similarity_steps:
             from ..attacks.instahide.carlini_model import public_convention
-            convention = public_convention(enc, None if label_free else labels, public, noise, k) if noise is not None else "private"
+            convention = (public_convention(enc, None if label_free else labels, public, noise, k, ch.c2)
+                          if noise is not None else "private")
             scheme = InstaHide(k, c1=ch.c1, c2=ch.c2, mode=ch.mode, public=pool_images, public_normalize=convention)
             net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
             net.fit(scheme, public)

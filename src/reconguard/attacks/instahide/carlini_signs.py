@@ -48,20 +48,16 @@ def tree_signs(X: np.ndarray, shape: tuple) -> np.ndarray:
     U = X / np.maximum(np.linalg.norm(X, axis=0, keepdims=True), 1e-12)
     p, q = neighbour_edges(shape)
     cos = np.einsum("ip,ip->p", U[:, p], U[:, q])
-    # a minimum tree of 2 − |cos| is a maximum tree of |cos| (and no edge weighs 0, which sparse graphs drop)
+    # a minimum tree of 2 − |cos| is a maximum tree of |cos| (and no edge weighs 0, which sparse graphs drop);
+    # the pixel grid is connected, so one tree spans every pixel
     tree = minimum_spanning_tree(coo_matrix((2.0 - np.abs(cos), (p, q)), shape=(d, d)).tocsr())
-    tree = tree + tree.T
-    sign_of = dict(zip(zip(p.tolist(), q.tolist()), np.sign(cos).tolist()))
+    order, parent = breadth_first_order(tree, int(np.linalg.norm(X, axis=0).argmax()), directed=False,
+                                        return_predecessors=True)
+    child = order[1:]
+    step = np.where(np.einsum("ip,ip->p", U[:, child], U[:, parent[child]]) < 0, -1.0, 1.0)
     s = np.ones(d)
-    seen = np.zeros(d, dtype=bool)
-    for root in np.argsort(-np.linalg.norm(X, axis=0)):  # one tree per connected component
-        if seen[root]:
-            continue
-        order, parent = breadth_first_order(tree, int(root), directed=False, return_predecessors=True)
-        for v in order[1:]:
-            u = parent[v]
-            s[v] = s[u] * (sign_of.get((u, v)) or sign_of.get((v, u)) or 1.0)
-        seen[order] = True
+    for v, sign in zip(child, step):  # breadth-first: a parent's sign is set before its children's
+        s[v] = s[parent[v]] * sign
     return s
 
 
