@@ -353,8 +353,11 @@ class CarliniAttack(Attack):
         X = self._solve(A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(A, X, B)
-        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs)
-            X = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), self._box)
+        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs) — except in cross
+            # mode, where the public part's mean can: a pixel whose prior sign fits the encryptions worse keeps its own
+            signed = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), self._box)
+            err, err_signed = (((self._predict(A, Z) - B) ** 2).sum(0) for Z in (X.detach(), signed))
+            X = torch.where(err_signed > err * 1.01, X.detach(), signed)
         mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
         std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
         images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
