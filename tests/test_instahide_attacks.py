@@ -611,3 +611,27 @@ def test_label_free_search_over_every_pair_with_the_split_move(tmp_path):
     assert big.check_free_search(100, 5_000, 784) is True                     # the published size: every pair
     with pytest.raises(errors.ParameterError, match="splits"):
         CarliniAttack(6, 40, mode="cross", splits=-1)
+
+
+def test_carlini_attack_reads_the_owners_pixel_normalisation(tmp_path):
+    """A challenge whose owner scaled pixels to [-1, 1] (``InstaHide(normalize="symmetric")``) instead of centring them
+    with the private set's statistics: ``challenge.json`` says so and ``attack_challenge`` passes it to the attack.
+    Measured (this challenge): two starts as here 0.95, SSIM 0.91; the default six 1.00 / 0.93; six assuming the
+    default normalisation instead: 0.75 / 0.70 (guess 0.00 / 0.69). A reference-code
+    encryptor's [-1, 1] challenges (inside k = 3, two seeds): 1.00 / 0.96 and 0.90 / 0.87 told, 0.70 / 0.75 and 0.45 /
+    0.71 assuming the default."""
+    from reconguard.attacks.instahide import make_challenge, score_challenge
+    from reconguard.encoders import InstaHide
+    from reconguard.experiments.challenge import attack_challenge, load_challenge
+
+    d = load_digits()
+    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
+    private, public = perm[:1000], perm[1000:]
+    make_challenge(InstaHide(k=4, normalize="symmetric"), d.images[private], d.labels[private], 20, 25,
+                   tmp_path / "c", tmp_path / "t", seed=2, key_seed=2)
+    ch = load_challenge(tmp_path / "c")
+    assert ch.normalization == "symmetric"
+    told = score_challenge(attack_challenge(ch, "carlini", d.images[public], restarts=2).images, tmp_path / "t")
+    assert told.identified >= 0.9 and told.matched_ssim >= told.baseline.matched_ssim + 0.15, told.summary()
+    with pytest.raises(errors.ParameterError, match="challenge.json"):
+        load_challenge(tmp_path / "c", normalization="dataset")

@@ -101,7 +101,7 @@ def _cmd_instahide_attack(args) -> int:
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
     from ..io import atomic_file
 
-    ch = load_challenge(args.challenge, args.k, args.mode, args.n, args.c1, args.c2)
+    ch = load_challenge(args.challenge, args.k, args.mode, args.n, args.c1, args.c2, args.normalization)
     if args.method == "ks":
         if not args.truth:
             raise ParameterError("the KS test groups encryptions by their private image: give --truth DIR.")
@@ -177,6 +177,9 @@ def register(sub) -> None:
                     "challenge.json, else 0.65)")
     sp.add_argument("--c2", type=float, default=None, help="carlini, cross mode: the least mass of the two private "
                     "images (default: challenge.json, else 0.3)")
+    sp.add_argument("--normalization", choices=["dataset", "symmetric"], default=None,
+                    help="how the owner normalised the pixels: the private set's mean/std per channel, or [-1, 1] "
+                    "(default: challenge.json, else dataset)")
     sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
                     "with the lifting; with the direct X-step round(120,000 / (N·n)), 1 to 6)")
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",

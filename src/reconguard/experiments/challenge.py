@@ -1,10 +1,10 @@
 """An encrypted release as an attacker finds it — a folder of InstaHide / Mixup encryptions and their soft
 labels (``reconguard instahide challenge`` writes one) — and the attacks that apply to it.
 
-:func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode, n, c1 and c2; a
-different value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack (lifting + assignment, with or
-without the labels, optionally started from the similarity network's clustering) or the weak averaging attack
-(optionally after demasking), and returns the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
+:func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode, n, c1, c2 and the
+pixel normalisation; a different value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack
+(lifting + assignment, with or without the labels, optionally started from the similarity network's clustering)
+or the weak averaging attack (optionally after demasking), and returns the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
 of InstaHide paper §5.2 with the truth's grouping. The attacker's own data of the same kind (``public``) gives
 the signs, the normalisation statistics and the demasker's training mixes.
 """
@@ -35,6 +35,7 @@ class Challenge:
     n: int | None
     c1: float          # the largest coefficient the scheme allows (challenge.json, else the paper's 0.65)
     c2: float          # cross mode: the least total mass of the two private images (else 0.3, InstaHide's default)
+    normalization: object = "dataset"  # the owner's pixel normalisation, as InstaHide(normalize=…) takes it
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ChallengeAttack(Result):
 
 
 def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = None, n: int | None = None,
-                   c1: float | None = None, c2: float | None = None) -> Challenge:
+                   c1: float | None = None, c2: float | None = None, normalization=None) -> Challenge:
     from ..attacks.instahide.measure import read_challenge_info
     from ..encoders.instahide import paper_c1
 
@@ -58,7 +59,7 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
     labels = load_array(folder / "labels.npy", "labels (soft labels, one row per encryption)", ndim=(2,)).float()
     if labels.shape[0] != enc.shape[0]:
         raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {HINT}.")
-    given = {"k": k, "mode": mode, "n": n, "c1": c1, "c2": c2}
+    given = {"k": k, "mode": mode, "n": n, "c1": c1, "c2": c2, "normalization": normalization}
     info = read_challenge_info(folder)
     if info is not None:  # the challenge says what it is: a different k / mode / n is a mistake
         for key, value in list(given.items()):
@@ -69,7 +70,8 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
                                      f"drop --{key} (it is read from the challenge) or give {info[key]}.")
     k = int(given["k"] or 4)
     return Challenge(folder, enc, labels, k, given["mode"] or "inside", None if given["n"] is None else int(given["n"]),
-                     float(given["c1"] or paper_c1(k)), float(0.3 if given["c2"] is None else given["c2"]))
+                     float(given["c1"] or paper_c1(k)), float(0.3 if given["c2"] is None else given["c2"]),
+                     given["normalization"] or "dataset")
 
 
 def ks_challenge(ch: Challenge, truth: str | Path):
@@ -96,7 +98,7 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
         raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
     start = time.perf_counter()
     enc, labels, k = ch.encryptions, ch.labels, ch.k
-    stats = InstaHide(k).channel_stats(public)
+    stats = InstaHide(k, normalize=ch.normalization).channel_stats(public)
     if method == "carlini":
         if ch.n is None:
             raise ParameterError("carlini needs n, the number of private images in the challenge (--n).")
@@ -108,14 +110,16 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restar
         similarity = None
         if similarity_steps:
             from ..attacks.instahide.carlini_model import public_convention
-            convention = (public_convention(enc, None if label_free else labels, public, noise, k, ch.c2)
-                          if noise is not None else "private")
-            scheme = InstaHide(k, c1=ch.c1, c2=ch.c2, mode=ch.mode, public=pool_images, public_normalize=convention)
+            convention = (public_convention(enc, None if label_free else labels, public, noise, k, ch.c2,
+                                            normalize=ch.normalization) if noise is not None else "private")
+            scheme = InstaHide(k, c1=ch.c1, c2=ch.c2, mode=ch.mode, public=pool_images, public_normalize=convention,
+                               normalize=ch.normalization)
             net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
             net.fit(scheme, public)
             similarity = net.scores(enc)
         r = CarliniAttack(k, ch.n, restarts=restarts, c1=ch.c1, c2=ch.c2, mode=ch.mode, seed=seed, solver=solver,
-                          search=search, noise_rank=noise_rank, splits=splits, progress=progress).run(
+                          search=search, noise_rank=noise_rank, splits=splits, normalize=ch.normalization,
+                          progress=progress).run(
             enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
         how = "label-free grid assignment" if label_free else f"label-constrained assignment, {r.search} search"
         discount = f"its {noise_rank} dominant directions discounted" if noise_rank else "plain squared error"

@@ -129,9 +129,9 @@ class CarliniAttack(Attack):
                  seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
-                 sign_prior: bool = True, progress: bool = False):
+                 sign_prior: bool = True, normalize="dataset", progress: bool = False):
         super().__init__(None)
-        from ...encoders.instahide import MODES, check_coefficient_caps
+        from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
         self.k = check_positive_int(k, "k")
         if mode not in MODES:
@@ -163,6 +163,9 @@ class CarliniAttack(Attack):
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
         self.splits, self.sign_prior = int(splits), bool(sign_prior)
+        # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
+        InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
+        self.normalize = normalize
         self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
     def _anneal(self, A, opts, B, prior, steps: int = 30):
@@ -274,9 +277,13 @@ class CarliniAttack(Attack):
             similarity = torch.as_tensor(similarity, dtype=torch.float64)
             if similarity.shape != (N, N):
                 raise ShapeError(f"similarity must be N×N = {N}×{N}, got {tuple(similarity.shape)}.")
-        if labels is not None:
-            labels = torch.as_tensor(labels, dtype=torch.float64)
-            classes, members = self._class_members(labels, N)
+        if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
+            raw = torch.as_tensor(labels)
+            labels = raw.to(torch.float64)
+            classes, members = self._class_members(labels, N, max(1e-4, 2 * torch.finfo(raw.dtype).eps)
+                                                   if raw.is_floating_point() else 1e-4)
+            if self.mode == "inside":
+                labels = labels / labels.sum(1, keepdim=True)
         else:
             classes, members = [-1] * self.n, None
         n_hat = len(classes)
@@ -288,7 +295,8 @@ class CarliniAttack(Attack):
         B = E.reshape(N, -1).abs()
         # Statistics rounded to 6 decimals: vectorised float32 sums differ in the last bits with the input's memory
         # alignment, and the discrete assignment turns those bits into a different local minimum.
-        stats = tuple(tuple(round(v, 6) for v in part) for part in InstaHide(k=self.k).channel_stats(public))
+        stats = tuple(tuple(round(v, 6) for v in part)
+                      for part in InstaHide(k=self.k, normalize=self.normalize).channel_stats(public))
         own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
         prior = (own.mean(0) * 1e6).round() / 1e6
         std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
@@ -298,7 +306,8 @@ class CarliniAttack(Attack):
         g = torch.Generator().manual_seed(self.seed)
         if self.mode == "cross":
             chosen, self._noise, self._metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
-                                                            self.public_normalization, self.noise_rank, self.seed)
+                                                            self.public_normalization, self.noise_rank, self.seed,
+                                                            self.normalize)
         if members is None and self.search == "local":
             raise ParameterError("search='local' changes one labelled class's members at a time: it needs the soft "
                                  "labels (label-free, use search='auto', with similarity= at large n).")
@@ -364,15 +373,15 @@ class CarliniAttack(Attack):
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
                              self._solver, chosen, searched)
 
-    def _class_members(self, L: torch.Tensor, N: int) -> tuple[list, dict]:
-        """Each class's images: its share of the label mass times n (step 1); checks the labels."""
+    def _class_members(self, L: torch.Tensor, N: int, tol: float = 1e-4) -> tuple[list, dict]:
+        """Each class's images: its share of the label mass times n (step 1); checks the labels (sums within ``tol``)."""
         if L.ndim != 2 or L.shape[0] != N:
             raise ShapeError(f"labels must be N×classes with N = {N}, got {tuple(L.shape)}.")
         mass = L.sum(1)
-        if self.mode == "inside" and (mass - 1).abs().max() > 1e-4:
+        if self.mode == "inside" and (mass - 1).abs().max() > tol:
             raise ParameterError("the soft labels do not sum to 1: inside-dataset InstaHide labels do; for "
                                  "cross-dataset encryptions (labels cover the private part only) use mode='cross'.")
-        if self.mode == "cross" and (mass.min() <= 0 or mass.max() > 1 + 1e-4):
+        if self.mode == "cross" and (mass.min() <= 0 or mass.max() > 1 + tol):
             raise ParameterError("cross-dataset labels must carry the private part's mass, in (0, 1] per encryption.")
         share = L.sum(0) * self.n / L.sum()  # largest remainders: the counts sum to n
         counts = share.floor().long()

@@ -207,15 +207,16 @@ def noise_metric(private_z, noise_z, mass, noise, k: int, c2: float, rank: int, 
     return Metric(V[:, -rank:].contiguous(), ev[-rank:] / (ev[-rank:] + sigma2))
 
 
-def cross_noise(E, labels, public, noise, own_z, stats, k: int, c2: float, convention: str, rank: int, seed: int):
+def cross_noise(E, labels, public, noise, own_z, stats, k: int, c2: float, convention: str, rank: int, seed: int,
+                normalize="dataset"):
     """Cross mode's public part: the owner's normalisation (``convention``, or ``public_convention`` when "auto"),
     the noise model (μ, v) of ``public_noise`` and the assignment's ``noise_metric`` (the attacker's own normalised
     images ``own_z``, masses from the ``labels`` when given)."""
     from ...encoders.instahide import InstaHide
 
     if convention == "auto":
-        convention = public_convention(E, labels, public, noise, k, c2, seed)
-    st = stats if convention == "private" else InstaHide(k=k).channel_stats(noise)
+        convention = public_convention(E, labels, public, noise, k, c2, seed, normalize)
+    st = stats if convention == "private" else InstaHide(k=k, normalize=normalize).channel_stats(noise)
     noise_z = InstaHide.normalize_images(noise, st).reshape(len(noise), -1).to(torch.float64)
     model = public_noise(noise_z, k)
     metric = noise_metric(own_z, noise_z, None if labels is None else labels.sum(1), model, k, c2, rank,
@@ -235,21 +236,24 @@ def orient(X, A, B, prior, model, box, tol: float = 0.01) -> torch.Tensor:
     return torch.where(flip, flipped, X)
 
 
-def public_convention(encryptions, labels, public, noise, k: int, c2: float = 0.3, seed: int = 0) -> str:
+def public_convention(encryptions, labels, public, noise, k: int, c2: float = 0.3, seed: int = 0,
+                      normalize="dataset") -> str:
     """``"private"`` or ``"own"``: how the owner normalised the public images of cross-dataset encryptions — with
     the private set's channel statistics (estimated from the attacker's ``public`` images of the same kind) or
-    with the public pool's own (``noise``: images like it) — the one whose ``moment_gap`` is smaller."""
+    with the public pool's own (``noise``: images like it) — the one whose ``moment_gap`` is smaller
+    (``normalize``: the scheme's statistics rule, ``InstaHide(normalize=…)``)."""
     from ...encoders.instahide import InstaHide
 
     E = torch.as_tensor(encryptions, dtype=torch.float64)
     B = E.reshape(len(E), -1).abs()
     public, noise = torch.as_tensor(public, dtype=torch.float32), torch.as_tensor(noise, dtype=torch.float32)
-    stats = InstaHide(k=k).channel_stats(public)
+    scheme = InstaHide(k=k, normalize=normalize)
+    stats = scheme.channel_stats(public)
     own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
     mass = None if labels is None else torch.as_tensor(labels, dtype=torch.float64).sum(1)
     g = torch.Generator().manual_seed(seed)
     gaps = {name: moment_gap(B, mass, own, noise, st, k, c2, g)
-            for name, st in (("private", stats), ("own", InstaHide(k=k).channel_stats(noise)))}
+            for name, st in (("private", stats), ("own", scheme.channel_stats(noise)))}
     return min(gaps, key=gaps.get)
 
 
