@@ -40,21 +40,26 @@ def _scores(d: int):
                          ids=["rank-deficient d=192 km=96", "full-rank d=36 km=72"])
 def test_lowrank_path_equals_the_dense_path(shape, m, k):
     net = _net(shape[0], m, seed=1)
-    x = torch.rand(k, *shape, generator=torch.Generator().manual_seed(0))
+    x = torch.rand(k + 8, *shape, generator=torch.Generator().manual_seed(0))  # k inputs + 8 held out
     net(x[:1])  # materialise the lazy layer
     dense = estimate_fisher(net, x, k=k, groups=4)
     low = estimate_fisher_lowrank(net, x, k=k, groups=4)
-    assert low.n == k * m and low.d == dense.d
+    assert low.n == k * m and low.d == dense.d and low.heldout == dense.heldout == 8
+    assert low.saturation.status == dense.saturation.status
+    assert low.saturation.unseen_share == pytest.approx(dense.saturation.unseen_share, rel=1e-8, abs=1e-12)
     for name, S in _scores(dense.d).items():
         Sd = S.dense()
         for sigma in (1e-3, 0.1):
             a, b = mse_bound(dense, Sd, sigma), lowrank_mse_bound(low, S, sigma)
+            assert b.kind == a.kind, (name, sigma)
+            assert b.plugin == pytest.approx(a.plugin, rel=1e-8), (name, sigma)
             assert b.point == pytest.approx(a.point, rel=1e-8), (name, sigma)
             assert b.value == pytest.approx(a.value, rel=1e-8, abs=1e-14), (name, sigma)  # the jackknife too
             assert lowrank_maeng_bound(low, S, sigma).value == pytest.approx(maeng_bound(dense, Sd, sigma).value,
                                                                              rel=1e-8)
         a, b = noiseless_mse_bound(dense, Sd, tau=0.0), lowrank_noiseless_bound(low, S, tau=0.0)
-        assert b.point == pytest.approx(a.point, rel=1e-8, abs=1e-14), name
+        assert b.plugin == pytest.approx(a.plugin, rel=1e-8, abs=1e-14), name
+        assert b.value == pytest.approx(a.value, rel=1e-8, abs=1e-14) and b.kind == a.kind, name
         assert b.rank == a.rank
         assert lowrank_ceiling(S).value == pytest.approx(ceiling(Sd).value, rel=1e-10)
 
@@ -92,14 +97,14 @@ _LARGE = textwrap.dedent('''
     out = {"n": f.n, "rank": int((lam > d * 2.2e-16 * lam.max()).sum())}
     s, sigma = 25.0, 1e-2
     iso = StructuredScore.isotropic(s, d)
-    out["iso"] = [lowrank_mse_bound(f, iso, sigma).point,
+    out["iso"] = [lowrank_mse_bound(f, iso, sigma).plugin,
                   (np.sum(1 / (lam / sigma**2 + s)) + (d - len(lam)) / s) / d]
-    out["iso0"] = [lowrank_noiseless_bound(f, iso).point, (d - out["rank"]) / s / d]
+    out["iso0"] = [lowrank_noiseless_bound(f, iso).plugin, (d - out["rank"]) / s / d]
     diag = 5.0 + 20.0 * np.random.default_rng(0).random(d)
     D = StructuredScore.diagonal(torch.from_numpy(diag))
     C = k * 0 + sigma**2 * np.eye(J.shape[0]) + (J / diag) @ J.T      # Woodbury, independently in numpy
     corr = np.trace(np.linalg.solve(C, (J / diag**2) @ J.T))
-    out["diag"] = [lowrank_mse_bound(f, D, sigma).point, (np.sum(1 / diag) - corr) / d]
+    out["diag"] = [lowrank_mse_bound(f, D, sigma).plugin, (np.sum(1 / diag) - corr) / d]
     out["peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(json.dumps(out))
 ''')

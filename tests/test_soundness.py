@@ -73,8 +73,8 @@ def test_no_bound_exceeds_the_bayes_mmse(kind, dtype):
         module = _conv(dtype, seed=3)
     J = _jacobian(module, shape)
     for pname, prior in _priors(d).items():
-        x = prior.sample(48, generator=torch.Generator().manual_seed(5)).reshape(-1, *shape)
-        fisher = estimate_fisher(module, x.to(torch.float32), k=48)
+        x = prior.sample(48 + 12, generator=torch.Generator().manual_seed(5)).reshape(-1, *shape)
+        fisher = estimate_fisher(module, x.to(torch.float32), k=48)  # and 12 held out
         assert fisher.jacobian_dtype == "float64"
         S = estimate_score_matrix(prior)
         cov = prior.covariance()
@@ -98,7 +98,7 @@ def test_float32_skewed_784_is_not_beaten_by_the_mmse_attack():
     d, sigma = 784, 1e-3
     lin = _linear(d, d, 2.0, torch.float32, seed=0)
     prior = gaussian_prior(0.5, 0.2, d)
-    fisher = estimate_fisher(lin, prior.sample(16, generator=torch.Generator().manual_seed(0)).float(), k=16, groups=2)
+    fisher = estimate_fisher(lin, prior.sample(24, generator=torch.Generator().manual_seed(0)).float(), k=16, groups=2)
     S = estimate_score_matrix(prior)
     b1 = mse_bound(fisher, S, sigma)
     truth = gaussian_bayes_mmse(lin, prior, sigma)

@@ -102,6 +102,12 @@ def check_positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def check_nonnegative_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ParameterError(f"{name} must be a non-negative integer, got {value!r}.")
+    return int(value)
+
+
 def check_sigma(sigma: Any) -> float:
     """Encoder noise standard deviation: sigma >= 0."""
     return check_scalar(sigma, "sigma (encoder noise std)", low=0.0)

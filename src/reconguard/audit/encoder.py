@@ -125,6 +125,7 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, score_quality
     from ..checks import check_sigma
     from ..data import smoothed_empirical_prior
+    from ..bounds.fisher import default_heldout
     from ..experiments.bound import bound_row, choose_path
     from ..metrics import mse
 
@@ -154,7 +155,8 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     prior = smoothed_empirical_prior(train, sigma_s, name="your images")
     score_fn, exact = _score(score, prior, train, sigma_s, cfg["score_epochs"], seed, device, progress)
     n_s = max(cfg["score_samples"], 2 * d + 100)  # S = E[s sᵀ] is d×d: a Monte-Carlo mean of fewer than d terms
-    samples = prior.sample(max(cfg["k"], n_s), generator=torch.Generator().manual_seed(seed + 1))  # is singular
+    n_fisher = cfg["k"] + default_heldout(cfg["k"])  # k inputs for E[G] and its saturation check's held-out ones
+    samples = prior.sample(max(n_fisher, n_s), generator=torch.Generator().manual_seed(seed + 1))  # is singular
     with torch.no_grad():
         if exact:
             S = estimate_score_matrix(prior, n=n_s, seed=seed + 2)
@@ -163,7 +165,7 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     quality = score_quality(S, samples[:n_s]).to_dict()
     quality.pop("eigenvalues", None)
     method = "loop" if isinstance(module, torch.jit.ScriptModule) else "auto"
-    fisher = estimate_fisher(wrapped, samples[:cfg["k"]].to(torch.float32), k=cfg["k"], seed=seed, method=method,
+    fisher = estimate_fisher(wrapped, samples[:n_fisher].to(torch.float32), k=cfg["k"], seed=seed, method=method,
                              device=device, progress=progress)
     top = ceiling(S)
     x = held.reshape(n_attack, -1)
@@ -190,7 +192,8 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
         recon["learned decoder"] = rec
         violated = any(a.mse < row.bound - 3 * (a.stderr if a.stderr == a.stderr else 0.0) for a in attacks)
         bound = {"name": row.bound_name, "value": row.bound, "point": row.bound_point, "stderr": row.bound_stderr,
-                 "level": row.level, "rank": row.rank}
+                 "level": row.level, "rank": row.rank, "kind": row.kind, "saturation": row.saturation,
+                 "plugin": row.bound_plugin}
         audit_row = SigmaAudit(sigma, bound, row.maeng, row.ceiling, None if row.rtc_infinite else row.rtc, attacks,
                                baseline, violated)
         rows.append(audit_row)

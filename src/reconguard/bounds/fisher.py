@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..checks import as_samples, check_positive_int, check_tau
+from ..checks import as_samples, check_nonnegative_int, check_positive_int, check_tau
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..encoders.noisy import split_noise
 from ..results import Result
@@ -61,8 +61,24 @@ class FisherEstimate(Result):
     jacobian_dtype: str = "float64"  # dtype the Jacobians were taken in
     group_means: torch.Tensor | None = None  # B×d×d partial means over contiguous blocks of the k inputs
     group_sizes: tuple = ()
+    heldout_means: torch.Tensor | None = None  # H×d×d partial means of J_iᵀJ_i over held-out inputs (saturation)
+    heldout_sizes: tuple = ()
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
-    _skip_in_dict = ("matrix", "eigenvectors", "group_means")
+    _skip_in_dict = ("matrix", "eigenvectors", "group_means", "heldout_means")
+
+    @property
+    def heldout(self) -> int:
+        """Held-out inputs (drawn apart from the k) whose Jacobians measure what the sample missed."""
+        return int(sum(self.heldout_sizes))
+
+    @property
+    def saturation(self):
+        """:class:`~reconguard.bounds.saturation.Saturation` of this estimate (cached)."""
+        if "saturation" not in self._cache:
+            from .saturation import dense_saturation
+
+            self._cache["saturation"] = dense_saturation(self)
+        return self._cache["saturation"]
 
     @property
     def groups(self) -> int:
@@ -93,7 +109,7 @@ class FisherEstimate(Result):
 
     def to_dict(self):
         out = super().to_dict()
-        out.update(trace=self.trace, lambda_max=self.lambda_max)
+        out.update(trace=self.trace, lambda_max=self.lambda_max, saturation=self.saturation.to_dict())
         return out
 
     @classmethod
@@ -197,13 +213,50 @@ def _batched_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward:
     return cols.permute(1, 2, 0)  # d×c×m → c×m×d
 
 
-def _select(x: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+def default_heldout(k: int) -> int:
+    """Held-out inputs drawn beside the k for the saturation check: a quarter of k, at least 8."""
+    return max(8, k // 4)
+
+
+def select_inputs(x: torch.Tensor, k: int, heldout: int | None,
+                  generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sample, held_out)``: k inputs and up to ``heldout`` others, drawn without replacement (the held-out
+    inputs are what is left when the data has fewer than ``k + heldout``)."""
     n = x.shape[0]
     if k > n:
         raise ParameterError(f"k={k} is larger than the {n} samples given; lower k or pass more data.")
-    if k == n:
-        return x
-    return x[torch.randperm(n, generator=generator)[:k]]
+    h = min(default_heldout(k) if heldout is None else check_nonnegative_int(heldout, "heldout"), n - k)
+    idx = torch.arange(n) if k + h == n and h == 0 else torch.randperm(n, generator=generator)[:k + h]
+    return x[idx[:k]], x[idx[k:]]
+
+
+def accumulate_jtj(enc: nn.Module, x: torch.Tensor, m: int, d: int, method: str, edges: list[int],
+                   chunk_size: int | None, label: str, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Σ_i J_iᵀJ_i, per-block sums)`` in float64 over the inputs ``x``, blocks given by ``edges`` (a chunk never
+    straddles two blocks)."""
+    def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
+        return enc(xi.unsqueeze(0)).reshape(-1)
+
+    G = torch.zeros(d, d, dtype=torch.float64, device=x.device)
+    parts = torch.zeros(len(edges) - 1, d, d, dtype=torch.float64)
+    size = 1 if method == "loop" else (chunk_size or _default_chunk(x.shape[0], m, d, x.device))
+    chunks = [(g, x[a:min(a + size, edges[g + 1])]) for g in range(len(edges) - 1)
+              for a in range(edges[g], edges[g + 1], size)]
+    for gi, xc in progress_bar(chunks, label, enabled=progress):
+        if method == "loop":
+            J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
+        else:  # (under no_grad, torch.func runs about 2x slower here)
+            J = _batched_jacobian(enc, xc, m, d, forward=(method == "jacfwd"))
+        J = J.detach().to(torch.float64).reshape(-1, d)
+        JtJ = J.T @ J
+        G += JtJ
+        parts[gi] += JtJ.cpu()
+    return G.cpu(), parts
+
+
+def _block_means(parts: torch.Tensor, edges: list[int]) -> tuple[torch.Tensor, tuple]:
+    sizes = tuple(edges[b + 1] - edges[b] for b in range(len(edges) - 1))
+    return parts / torch.tensor(sizes, dtype=torch.float64)[:, None, None], sizes
 
 
 def estimate_fisher(
@@ -220,6 +273,7 @@ def estimate_fisher(
     progress: bool = False,
     precision: str = "float64",
     groups: int = DEFAULT_GROUPS,
+    heldout: int | None = None,
 ) -> FisherEstimate:
     """Estimate ``E[G] = mean_i J_iᵀ J_i`` of the deterministic part of ``encoder`` over ``k`` inputs.
 
@@ -233,7 +287,10 @@ def estimate_fisher(
 
     ``precision``: ``float64`` (default) differentiates a float64 copy of the encoder; ``native`` its own
     dtype (faster for big float32 nets; the bounds stay valid, only lower). ``groups``: partial means
-    kept for the sampling error's jackknife (0 keeps none; at most ``k``).
+    kept for the sampling error's jackknife (0 keeps none; at most ``k``). ``heldout``: inputs drawn beside
+    the k (default :func:`default_heldout`, fewer when the data runs out) whose Jacobians are kept as block
+    means for the saturation check (:mod:`reconguard.bounds.saturation`): what share of their energy lies
+    outside the sampled range, and the valid bound when it is not zero.
     """
     if method not in METHODS:
         raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
@@ -256,38 +313,26 @@ def estimate_fisher(
     x = as_samples(data)
     if generator is None and seed is not None:
         generator = torch.Generator().manual_seed(int(seed))
-    x = _select(x, k, generator)
-    with jacobian_ready(enc, x, precision, device) as (enc, x, d, m):
-        def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
-            return enc(xi.unsqueeze(0)).reshape(-1)
-
+    x, x_held = select_inputs(x, k, heldout, generator)
+    h = int(x_held.shape[0])
+    with jacobian_ready(enc, torch.cat([x, x_held]), precision, device) as (enc, xs, d, m):
         if method == "auto":
             method = "jacrev" if m < d else "jacfwd"
-        G = torch.zeros(d, d, dtype=torch.float64, device=x.device)
-        # group of each input: contiguous blocks; a chunk never straddles two groups
         groups, edges = group_edges(k, groups)
-        parts = torch.zeros(max(groups, 1), d, d, dtype=torch.float64) if groups else None
-        size = 1 if method == "loop" else (chunk_size or _default_chunk(k, m, d, x.device))
-        chunks = [(g, x[a:min(a + size, edges[g + 1])]) for g in range(len(edges) - 1)
-                  for a in range(edges[g], edges[g + 1], size)]
-        for gi, xc in progress_bar(chunks, f"E[G] ({method}, k={k})", enabled=progress):
-            if method == "loop":
-                J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
-            else:  # (under no_grad, torch.func runs about 2x slower here)
-                J = _batched_jacobian(enc, xc, m, d, forward=(method == "jacfwd"))
-            J = J.detach().to(torch.float64).reshape(-1, d)
-            JtJ = J.T @ J
-            G += JtJ
-            if parts is not None:
-                parts[gi] += JtJ.cpu()
-    G = (G / k).cpu()
+        G, parts = accumulate_jtj(enc, xs[:k], m, d, method, edges, chunk_size, f"E[G] ({method}, k={k})", progress)
+        held, held_sizes = None, ()
+        if h:
+            _, h_edges = group_edges(h, min(h, DEFAULT_GROUPS))
+            _, h_parts = accumulate_jtj(enc, xs[k:], m, d, method, h_edges, chunk_size,
+                                        f"held-out Jacobians (h={h})", progress)
+            held, held_sizes = _block_means(h_parts, h_edges)
+        dtype = str(xs.dtype).replace("torch.", "")
+    G = G / k
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
-    sizes = tuple(edges[b + 1] - edges[b] for b in range(groups)) if groups else ()
-    if parts is not None:
-        parts /= torch.tensor(sizes, dtype=torch.float64)[:, None, None]
-    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False, ACCUMULATION_EPS,
-                          str(x.dtype).replace("torch.", ""), parts, sizes)
+    means, sizes = _block_means(parts, edges) if groups else (None, ())
+    return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False, ACCUMULATION_EPS, dtype,
+                          means, sizes, held, held_sizes)
 
 
 @dataclass(frozen=True)
@@ -318,8 +363,9 @@ class RangeNullSplit(Result):
         return self.null_basis @ self.null_basis.T
 
 
-def split_range_null(fisher, tau: float = 1e-4) -> RangeNullSplit:
-    """Split ``R^d`` into range(E[G]) and null(E[G]) at ``tau·λ_max`` (``0 <= tau < 1``)."""
+def split_range_null(fisher, tau: float = 0.0) -> RangeNullSplit:
+    """Split ``R^d`` into range(E[G]) and null(E[G]) at ``tau·λ_max`` (``0 <= tau < 1``; 0, the default, is the
+    null space up to float64 round-off — any larger τ is the paper's heuristic)."""
     fisher = as_fisher(fisher)
     tau = check_tau(tau)
     floor = fisher.d * fisher.eps

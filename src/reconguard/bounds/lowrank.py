@@ -39,9 +39,10 @@ from torch import nn
 from ..checks import as_samples, check_positive_int, check_sigma, check_tau
 from ..errors import ParameterError, ShapeError
 from ..results import Result
-from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready
+from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready, select_inputs
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
+from .saturation import Saturation, _prefixes, classify, corollary1_rule, corollary2_rule, tangent_jackknife
 from ..progress import progress as progress_bar
 
 _COLUMN_BLOCK = 8192  # columns of B handled at once in the Gram products
@@ -143,8 +144,25 @@ class LowRankFisher(Result):
     eps: float = ACCUMULATION_EPS
     path: str = "low-rank (Gram of the stacked Jacobians)"
     exact: bool = False
+    Bh: object = None  # held-out rows (n_h×d, scaled 1/√h): the saturation check and the tangent plane
+    heldout_group: torch.Tensor | None = None  # block of each held-out row
+    heldout_sizes: tuple = ()
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
-    _skip_in_dict = ("B", "K", "row_group")
+    _skip_in_dict = ("B", "K", "row_group", "Bh", "heldout_group")
+
+    @property
+    def heldout(self) -> int:
+        return int(sum(self.heldout_sizes))
+
+    @property
+    def saturation(self):
+        """:class:`~reconguard.bounds.saturation.Saturation` of the sample (cached)."""
+        if "saturation" not in self._cache:
+            self._cache["saturation"] = _saturation(self)
+        return self._cache["saturation"]
+
+    def to_dict(self):
+        return {**super().to_dict(), "saturation": self.saturation.to_dict()}
 
     @property
     def n(self) -> int:
@@ -184,10 +202,31 @@ class LowRankFisher(Result):
         G1, G2, _ = self._cache[key]
         return G1, G2
 
-    def _column_blocks(self):
+    def _column_blocks(self, B=None):
+        B = self.B if B is None else B
         for a in range(0, self.d, _COLUMN_BLOCK):
-            block = self.B[:, a:a + _COLUMN_BLOCK]
+            block = B[:, a:a + _COLUMN_BLOCK]
             yield a, torch.as_tensor(np.asarray(block)) if not isinstance(block, torch.Tensor) else block
+
+    def cross(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Bh Bᵀ, ‖Bh rows‖²)``: the held-out rows against the sample's, cached."""
+        if "cross" not in self._cache:
+            C = torch.zeros(self.Bh.shape[0], self.n, dtype=torch.float64)
+            norms = torch.zeros(self.Bh.shape[0], dtype=torch.float64)
+            for (_, Bc), (_, Hc) in zip(self._column_blocks(), self._column_blocks(self.Bh)):
+                C += Hc @ Bc.T
+                norms += (Hc * Hc).sum(1)
+            self._cache["cross"] = (C, norms)
+        return self._cache["cross"]
+
+    def range_factor(self, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(μ, W)`` of the Gram of ``rows`` (all by default) above the round-off cut; the range basis of those
+        rows' E[G] is ``B_rowsᵀ W`` (orthonormal)."""
+        K = self.K if rows is None else self.K[rows][:, rows]
+        mu, Q = torch.linalg.eigh((K + K.T) / 2)
+        lam = float(mu[-1]) if mu.numel() else 0.0
+        keep = mu > self.d * self.eps * lam if lam > 0 else torch.zeros_like(mu, dtype=torch.bool)
+        return mu[keep], Q[:, keep] / mu[keep].sqrt()
 
     def rows(self, b: int | None) -> torch.Tensor:
         """Indices of the rows kept when group ``b`` is left out (all rows for None)."""
@@ -219,6 +258,72 @@ def _stats(f: LowRankFisher, S: StructuredScore, b: int | None, tau: float):
     return f._cache[key]
 
 
+def _saturation(f: LowRankFisher) -> Saturation:
+    """The check of :mod:`reconguard.bounds.saturation` on Gram blocks: held-out energy outside span(B's rows)."""
+    rank = int(f.range_factor()[0].numel())
+    if not f.heldout:
+        return classify(None, 0, rank, f.d)
+    C, norms = f.cross()
+    total = float(norms.sum())
+
+    def share(rows):
+        _, W = f.range_factor(rows)
+        inside = float(((C[:, rows] @ W) ** 2).sum()) if W.numel() else 0.0
+        return 0.0 if total <= 0 else max(0.0, total - inside) / total
+
+    curve = [(int(sum(f.group_sizes[:j])), share((f.row_group < j).nonzero().reshape(-1)))
+             for j in _prefixes(f.groups)]
+    return classify(share(torch.arange(f.n)), f.heldout, rank, f.d, curve)
+
+
+def _gamma(f: LowRankFisher) -> float:
+    """The anchor's γ from the sample alone: each block's energy outside the other blocks' range, per null
+    direction (as :func:`reconguard.bounds.saturation.anchor_gamma`)."""
+    if "gamma" not in f._cache:
+        rank = int(f.range_factor()[0].numel())
+        unseen = 0.0
+        if f.groups >= 2 and rank < f.d:
+            diag = torch.diagonal(f.K)
+            for b in range(f.groups):
+                own, other = (f.row_group == b).nonzero().reshape(-1), (f.row_group != b).nonzero().reshape(-1)
+                _, W = f.range_factor(other)
+                inside = float(((f.K[own][:, other] @ W) ** 2).sum()) if W.numel() else 0.0
+                unseen += max(0.0, float(diag[own].sum()) - inside)  # rows carry 1/√k: Σ_b (k_b/k)·(k/k_b)·…
+        f._cache["gamma"] = unseen / (f.d - rank) if rank < f.d else 0.0
+    return f._cache["gamma"]
+
+
+def _tangent_terms(f: LowRankFisher, S: StructuredScore, sigma: float) -> tuple[float, torch.Tensor]:
+    """``(Tr(M⁻¹) + Tr(M⁻²G₀)/σ², [Tr(M⁻²Ĥ_b)/σ²]_b)`` for the anchor ``G₀ = γI + V(Λ − γ)Vᵀ`` with ``M = G₀/σ² + S``
+    by Woodbury: ``M = D' + U C Uᵀ``, ``D' = D + γ/σ²``, ``U = [L | V]``, ``C = diag(1, (Λ − γ)/σ²)``,
+    ``M⁻¹ = D'⁻¹ − D'⁻¹U R UᵀD'⁻¹``, ``R = (I + C UᵀD'⁻¹U)⁻¹ C``. V (d×rank) is formed in memory."""
+    gamma = _gamma(f)
+    mu, W = f.range_factor()
+    V = torch.cat([Bc.T @ W for _, Bc in f._column_blocks()]) if W.numel() else torch.zeros(f.d, 0, dtype=torch.float64)
+    Dp = S.diag + gamma / sigma**2
+    parts = ([S.lowrank] if S.lowrank is not None and S.lowrank.shape[1] else []) + [V]
+    U = torch.cat(parts, 1)
+    p = U.shape[1] - V.shape[1]
+    c = torch.cat([torch.ones(p, dtype=torch.float64), (mu - gamma) / sigma**2])
+    A = U / Dp[:, None]
+    Z1, Z2, Z3 = U.T @ A, A.T @ A, A.T @ (A / Dp[:, None])
+    R = torch.linalg.solve(torch.eye(U.shape[1], dtype=torch.float64) + c[:, None] * Z1, torch.diag(c))
+
+    def norms(rows_T: torch.Tensor) -> torch.Tensor:  # ‖M⁻¹w‖² for each column w of rows_T (d×c)
+        P1, P2 = A.T @ rows_T, (A / Dp[:, None]).T @ rows_T
+        RP = R @ P1
+        return ((rows_T / Dp[:, None]) ** 2).sum(0) - 2 * (P2 * RP).sum(0) + (RP * (Z2 @ RP)).sum(0)
+
+    tr_inv = float((1 / Dp).sum() - torch.trace(R @ Z2))
+    fro2 = float((1 / Dp**2).sum() - 2 * torch.trace(R @ Z3) + torch.trace(R @ Z2 @ R.T @ Z2))
+    tr_m2_g0 = gamma * fro2 + float(((mu - gamma) * norms(V)).sum())
+    row_norms = norms(torch.as_tensor(np.asarray(f.Bh)).T)
+    sizes = torch.tensor(f.heldout_sizes, dtype=torch.float64)
+    per_block = torch.zeros(len(f.heldout_sizes), dtype=torch.float64).index_add_(0, f.heldout_group, row_norms)
+    slopes = per_block * (f.heldout / sizes) / sigma**2  # Ĥ_b = (h/h_b) Bh_bᵀBh_b
+    return tr_inv + tr_m2_g0 / sigma**2, slopes
+
+
 def _corollary(f: LowRankFisher, S: StructuredScore, sigma: float, tau: float, b: int | None) -> float:
     mu, A1, A2 = _stats(f, S, b, tau)
     base = S.inverse_trace()
@@ -238,50 +343,71 @@ def _jackknife(f: LowRankFisher, value, level: float):
     return block_jackknife(point, [loo], level)
 
 
-def lowrank_mse_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Corollary 1 by Woodbury in the range of E[G] (σ > 0)."""
-    sigma = check_sigma(sigma)
-    if sigma == 0:
-        raise ParameterError("Corollary 1 needs sigma > 0; use lowrank_noiseless_bound (Corollary 2).")
-    _check(f, S)
-    jk = _jackknife(f, lambda b: _corollary(f, S, sigma, 0.0, b), level)
-    rank = int(_stats(f, S, None, 0.0)[0].numel())
-    return Bound("mse", jk.lcb, "Tr((E[G]/sigma^2 + S)^-1) / d  [low-rank E[G], structured S]", f.d, sigma=sigma,
-                 rank=rank, inputs=_summary(f, S), point=jk.point, stderr=jk.stderr, level=jk.level,
-                 cut=f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max")
-
-
-def lowrank_noiseless_bound(f: LowRankFisher, S: StructuredScore, tau: float = 0.0, *,
-                            level: float = DEFAULT_LEVEL) -> Bound:
-    """Corollary 2: the closed form on the null space (the complement of the kept range)."""
-    tau = check_tau(tau)
-    _check(f, S)
-    jk = _jackknife(f, lambda b: _corollary(f, S, 0.0, tau, b), level)
-    rank = int(_stats(f, S, None, tau)[0].numel())
-    return Bound("noiseless_mse", jk.lcb, "Tr((U^T S U)^-1) / d, U = null(E[G])  [low-rank E[G], structured S]",
-                 f.d, sigma=0.0, tau=tau, rank=rank, inputs=_summary(f, S), point=jk.point, stderr=jk.stderr,
-                 level=jk.level, cut=(f"tau·λ_max (tau={tau:g})" if tau > f.d * f.eps
-                                      else f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max"))
-
-
-def lowrank_maeng_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Theorem 1: ``d / (Tr E[G]/σ² + Tr S)``."""
-    sigma = check_sigma(sigma)
-    _check(f, S)
-
+def _maeng_jackknife(f: LowRankFisher, S: StructuredScore, sigma: float, level: float):
     def value(b):
         if sigma == 0:
             return 0.0
         tr = float(torch.trace(f.K[f.rows(b)][:, f.rows(b)])) * f.scale(b)
         return f.d / (tr / sigma**2 + S.trace())
 
-    jk = _jackknife(f, value, level)
-    return Bound("maeng", jk.lcb, "d / (Tr(E[G])/sigma^2 + Tr(S))", f.d, sigma=sigma, inputs=_summary(f, S),
-                 point=jk.point, stderr=jk.stderr, level=jk.level)
+    return _jackknife(f, value, level)
+
+
+def _tangent(f: LowRankFisher, S: StructuredScore, sigma: float):
+    """The tangent plane's jackknife at a level, or None (no held-out rows, or rows streamed through a file)."""
+    if not f.heldout or not isinstance(f.B, torch.Tensor):
+        return None
+    return lambda lv: tangent_jackknife(lambda S_m: _tangent_terms(f, S_m, sigma), f.heldout_sizes, f.d, S, lv)
+
+
+def _bound(name, f, S, jk, kind, formula, **kw) -> Bound:
+    return Bound(name, jk.lcb, formula, f.d, inputs=_summary(f, S), point=jk.point, stderr=jk.stderr,
+                 level=jk.level, kind=kind, saturation=f.saturation.to_dict(), **kw)
+
+
+def lowrank_mse_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Corollary 1 by Woodbury in the range of E[G] (σ > 0), by the rule of
+    :func:`reconguard.bounds.saturation.corollary1_rule` (plug-in, tangent plane or Theorem 1)."""
+    sigma = check_sigma(sigma)
+    if sigma == 0:
+        raise ParameterError("Corollary 1 needs sigma > 0; use lowrank_noiseless_bound (Corollary 2).")
+    _check(f, S)
+    jk, kind = corollary1_rule(f.saturation, lambda lv: _jackknife(f, lambda b: _corollary(f, S, sigma, 0.0, b), lv),
+                               _tangent(f, S, sigma), lambda lv: _maeng_jackknife(f, S, sigma, lv), level)
+    rank = int(_stats(f, S, None, 0.0)[0].numel())
+    return _bound("mse", f, S, jk, kind, "Tr((E[G]/sigma^2 + S)^-1) / d  [low-rank E[G], structured S]", sigma=sigma,
+                  rank=rank, cut=f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max",
+                  plugin=_corollary(f, S, sigma, 0.0, None))
+
+
+def lowrank_noiseless_bound(f: LowRankFisher, S: StructuredScore, tau: float = 0.0, *,
+                            level: float = DEFAULT_LEVEL) -> Bound:
+    """Corollary 2: the closed form on the null space (the complement of the kept range), on a null space the
+    saturation check confirms; 0 otherwise; τ > 0 is the paper's heuristic (``guarantee=False``)."""
+    tau = check_tau(tau)
+    _check(f, S)
+    heuristic = tau > f.d * f.eps
+    jk, kind = corollary2_rule(f.saturation, lambda lv: _jackknife(f, lambda b: _corollary(f, S, 0.0, tau, b), lv),
+                               tau, heuristic, level)
+    rank = int(_stats(f, S, None, tau)[0].numel())
+    return _bound("noiseless_mse", f, S, jk, kind,
+                  "Tr((U^T S U)^-1) / d, U = null(E[G])  [low-rank E[G], structured S]", sigma=0.0, tau=tau, rank=rank,
+                  cut=(f"tau·λ_max (tau={tau:g})" if heuristic
+                       else f"round-off: d·eps(float64)·λ_max = {f.d * f.eps:.3g}·λ_max"), guarantee=not heuristic,
+                  plugin=_corollary(f, S, 0.0, tau, None))
+
+
+def lowrank_maeng_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Theorem 1: ``d / (Tr E[G]/σ² + Tr S)`` (valid from any sample)."""
+    sigma = check_sigma(sigma)
+    _check(f, S)
+    return _bound("maeng", f, S, _maeng_jackknife(f, S, sigma, level), "theorem 1", "d / (Tr(E[G])/sigma^2 + Tr(S))",
+                  sigma=sigma)
 
 
 def lowrank_ceiling(S: StructuredScore) -> Bound:
-    return Bound("ceiling", S.inverse_trace() / S.d, "Tr(S^-1) / d", S.d, rank=0, inputs={"trace_S": S.trace()})
+    return Bound("ceiling", S.inverse_trace() / S.d, "Tr(S^-1) / d", S.d, rank=0, inputs={"trace_S": S.trace()},
+                 kind="ceiling")
 
 
 def _check(f: LowRankFisher, S: StructuredScore) -> None:
@@ -295,42 +421,56 @@ def _summary(f: LowRankFisher, S: StructuredScore) -> dict:
             "fisher_groups": f.groups}
 
 
+def _jacobian_rows(enc, x: torch.Tensor, m: int, d: int, size: int, store: str | None, label: str, progress: bool):
+    """The ``(len(x)·m)×d`` Jacobian rows of ``x`` scaled by ``1/√len(x)``, in memory or a ``.npy`` memmap in
+    ``store``."""
+    k = x.shape[0]
+    if store is not None:
+        tmp = tempfile.NamedTemporaryFile(dir=store, suffix=".npy", delete=False)
+        B = np.lib.format.open_memmap(tmp.name, mode="w+", dtype=np.float64, shape=(k * m, d))
+    else:
+        B = torch.empty(k * m, d, dtype=torch.float64)
+    scale = 1.0 / math.sqrt(k)
+    for a in progress_bar(range(0, k, size), label, enabled=progress):
+        J = _batched_jacobian(enc, x[a:a + size], m, d, forward=False).detach().to(torch.float64)
+        J = J.reshape(-1, d).cpu() * scale
+        B[a * m:a * m + J.shape[0]] = J if isinstance(B, torch.Tensor) else J.numpy()
+    return B
+
+
+def _row_groups(k: int, m: int, edges: list[int]) -> torch.Tensor:
+    rows = torch.arange(k * m) // m
+    return torch.bucketize(rows, torch.tensor(edges[1:-1], dtype=torch.long), right=True)
+
+
 def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size: int | None = None,
                             groups: int = DEFAULT_GROUPS, seed: int | None = 0, device=None, store: str | None = None,
-                            progress: bool = False) -> LowRankFisher:
+                            progress: bool = False, heldout: int | None = None) -> LowRankFisher:
     """E[G] of ``encoder`` over ``k`` inputs as its low-rank factor (module docstring): Jacobian rows by
     reverse mode on a float64 copy of the encoder, ``chunk_size`` inputs at a time, written into B (in
     memory, or a ``.npy`` memmap in ``store`` — a folder — when B would not fit), then the Gram ``K = BBᵀ``
-    by column blocks."""
+    by column blocks. ``heldout`` inputs drawn beside the k (as :func:`~reconguard.bounds.estimate_fisher`)
+    give the held-out rows of the saturation check and the tangent-plane bound."""
     k = check_positive_int(k, "k")
-    enc = encoder
     x = as_samples(data)
-    if k > x.shape[0]:
-        raise ParameterError(f"k={k} is larger than the {x.shape[0]} samples given; lower k or pass more data.")
     g = torch.Generator().manual_seed(int(seed)) if seed is not None else None
-    if k < x.shape[0]:
-        x = x[torch.randperm(x.shape[0], generator=g)[:k]]
-    with jacobian_ready(enc, x, "float64", device) as (enc, x, d, m):
-        n = k * m
-        groups, edges = group_edges(k, groups)
-        if store is not None:
-            tmp = tempfile.NamedTemporaryFile(dir=store, suffix=".npy", delete=False)
-            B = np.lib.format.open_memmap(tmp.name, mode="w+", dtype=np.float64, shape=(n, d))
-        else:
-            B = torch.empty(n, d, dtype=torch.float64)
+    x, x_held = select_inputs(x, k, heldout, g)
+    h = int(x_held.shape[0])
+    with jacobian_ready(encoder, torch.cat([x, x_held]), "float64", device) as (enc, xs, d, m):
         size = chunk_size or max(1, min(k, (1 << 24) // max(1, m * d)))
-        it = progress_bar(range(0, k, size), f"Jacobian rows (k={k}, m={m})", enabled=progress)
-        scale = 1.0 / math.sqrt(k)
-        for a in it:
-            J = _batched_jacobian(enc, x[a:a + size], m, d, forward=False).detach().to(torch.float64)
-            J = J.reshape(-1, d).cpu() * scale
-            B[a * m:a * m + J.shape[0]] = J if isinstance(B, torch.Tensor) else J.numpy()
-    row_input = torch.arange(n) // m
-    row_group = torch.bucketize(row_input, torch.tensor(edges[1:-1], dtype=torch.long), right=True) if groups else \
-        torch.zeros(n, dtype=torch.long)
+        B = _jacobian_rows(enc, xs[:k], m, d, size, store, f"Jacobian rows (k={k}, m={m})", progress)
+        Bh = _jacobian_rows(enc, xs[k:], m, d, size, store, f"held-out rows (h={h})", progress) if h else None
+    groups, edges = group_edges(k, groups)
+    row_group = _row_groups(k, m, edges) if groups else torch.zeros(k * m, dtype=torch.long)
     sizes = tuple(edges[b + 1] - edges[b] for b in range(groups)) if groups else ()
-    f = LowRankFisher(B, torch.zeros(0, 0), d, m, k, row_group, sizes)
-    K = torch.zeros(n, n, dtype=torch.float64)
+    h_group, h_sizes = None, ()
+    if h:
+        _, h_edges = group_edges(h, min(h, DEFAULT_GROUPS))
+        h_group = _row_groups(h, m, h_edges)
+        h_sizes = tuple(h_edges[b + 1] - h_edges[b] for b in range(len(h_edges) - 1))
+    f = LowRankFisher(B, torch.zeros(0, 0), d, m, k, row_group, sizes, Bh=Bh, heldout_group=h_group,
+                      heldout_sizes=h_sizes)
+    K = torch.zeros(k * m, k * m, dtype=torch.float64)
     for _, Bc in f._column_blocks():
         K += Bc @ Bc.T
     object.__setattr__(f, "K", (K + K.T) / 2)

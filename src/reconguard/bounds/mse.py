@@ -16,6 +16,11 @@ precision E[G] is accumulated in; ``Bound.cut`` says which rule applied). When E
 estimated by sampling (a ``FisherEstimate`` / ``ScoreMatrix`` with blocks) the reported ``value`` is
 the one-sided lower confidence bound at ``level`` (default 95 %) from a grouped jackknife
 (:mod:`reconguard.bounds.sampling`); ``point`` is the plug-in value and ``stderr`` its standard error.
+
+A sampled E[G] carries its saturation check (:mod:`reconguard.bounds.saturation`). Corollaries 1 and 2 use
+the plug-in only on a saturated (or exact) E[G]; otherwise Corollary 1 becomes the tangent-plane bound from
+held-out inputs or Theorem 1, whichever is larger, and Corollary 2 becomes 0. ``Bound.kind`` names the rule
+that produced ``value``; ``Bound.guarantee`` is false for the paper's τ > 0 heuristic (never the default).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..errors import ParameterError
 from ..results import Result
 from .fisher import FisherEstimate, as_fisher, split_range_null
 from .sampling import DEFAULT_LEVEL, Jackknife, with_sampling_error
+from .saturation import corollary1_rule, corollary2_rule, dense_tangent
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,11 @@ class Bound(Result):
     stderr: float | None = None
     level: float | None = None
     cut: str | None = None
+    kind: str = ""  # the rule that produced ``value`` (e.g. "corollary 1", "theorem 1 (sample not saturated)")
+    saturation: dict | None = None  # the E[G] sample's saturation check (Saturation.to_dict())
+    guarantee: bool = True  # False for a heuristic (τ > 0): never counted as a bound that held
+    plugin: float | None = None  # the formula at the estimates as they stand (the paper's procedure); on an
+    #                              unsaturated sample it overstates, and ``value`` comes from another rule
 
     def __float__(self) -> float:
         return self.value
@@ -104,11 +115,7 @@ def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarra
     return fisher._cache[key]
 
 
-def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit)."""
-    fisher, S = _prepare(fisher, S)
-    sigma = check_sigma(sigma)
-
+def _maeng_value(sigma: float):
     def value(f: FisherEstimate, S_m: torch.Tensor) -> float:
         if sigma == 0 and f.trace > 0:
             return 0.0
@@ -116,13 +123,23 @@ def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bou
         if denom <= 0:
             raise ParameterError("Tr(E[G])/σ² + Tr(S) must be positive for Theorem 1 (S is zero?).")
         return f.d / denom
+    return value
 
-    return _finish("maeng", with_sampling_error(value, fisher, S, level), "d / (Tr(E[G])/sigma^2 + Tr(S))",
-                   fisher.d, sigma=sigma, inputs=_summary(fisher, S))
+
+def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit). Valid from any sample:
+    Tr(E[G]) is a mean the sample estimates without bias whatever its rank."""
+    fisher, S = _prepare(fisher, S)
+    sigma = check_sigma(sigma)
+    return _finish("maeng", with_sampling_error(_maeng_value(sigma), fisher, S, level),
+                   "d / (Tr(E[G])/sigma^2 + Tr(S))", fisher.d, sigma=sigma, inputs=_summary(fisher, S),
+                   kind="theorem 1", saturation=fisher.saturation.to_dict())
 
 
 def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Corollary 1 (eq. 3): ``Tr((E[G]/σ² + S)⁻¹)/d`` for σ > 0."""
+    """Corollary 1 (eq. 3): ``Tr((E[G]/σ² + S)⁻¹)/d`` for σ > 0 — the plug-in with its jackknife on an exact or
+    saturated E[G]; on an unsaturated sample the larger of the tangent-plane bound from the held-out inputs and
+    Theorem 1, each at level (1 + level)/2 (:mod:`reconguard.bounds.saturation`)."""
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
     if sigma == 0:
@@ -134,15 +151,26 @@ def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound
         return float(np.sum(weight / (theta / sigma**2 + 1.0))) / f.d
 
     theta, _ = _generalised_eig(fisher, getattr(S, "matrix", S))
-    return _finish("mse", with_sampling_error(value, fisher, S, level), "Tr((E[G]/sigma^2 + S)^-1) / d",
-                   fisher.d, sigma=sigma, rank=int(np.sum(theta > 0)), inputs=_summary(fisher, S), cut=_cut(fisher))
+    sat = fisher.saturation
+    jk, kind = corollary1_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv),
+                               (lambda lv: dense_tangent(fisher, S, sigma, lv)) if fisher.heldout else None,
+                               lambda lv: with_sampling_error(_maeng_value(sigma), fisher, S, lv), level)
+    return _finish("mse", jk, "Tr((E[G]/sigma^2 + S)^-1) / d", fisher.d, sigma=sigma, rank=int(np.sum(theta > 0)),
+                   inputs=_summary(fisher, S), cut=_cut(fisher), kind=kind, saturation=sat.to_dict(),
+                   plugin=value(fisher, getattr(S, "matrix", S)))
 
 
-def noiseless_mse_bound(fisher, S, tau: float = 1e-4, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Corollary 2 (eq. 6): ``Tr((UᵀSU)⁻¹)/d``, U the null space of E[G] at threshold ``tau·λ_max``."""
+def noiseless_mse_bound(fisher, S, tau: float = 0.0, *, level: float = DEFAULT_LEVEL) -> Bound:
+    """Corollary 2 (eq. 6): ``Tr((UᵀSU)⁻¹)/d``, U the null space of E[G] at threshold ``tau·λ_max``.
+
+    ``tau = 0`` (default): the null space up to float64 round-off, a guarantee on an exact or saturated E[G];
+    on an unsaturated sample the population null space may be empty and the value is 0. ``tau > 0`` is the
+    paper's heuristic (section 6.4.3): computed as asked, labelled ``guarantee=False``."""
     fisher, S = _prepare(fisher, S)
     tau = check_tau(tau)
     split = split_range_null(fisher, tau)
+    heuristic = tau > fisher.d * fisher.eps
+    sat = fisher.saturation
 
     def value(f: FisherEstimate, S_m: torch.Tensor) -> float:
         U = split_range_null(f, tau).null_basis if f is not fisher else split.null_basis
@@ -154,9 +182,11 @@ def noiseless_mse_bound(fisher, S, tau: float = 1e-4, *, level: float = DEFAULT_
                                  "so Corollary 2 is infinite; check S (score_quality) or lower tau.")
         return float((1.0 / evals).sum()) / f.d
 
-    return _finish("noiseless_mse", with_sampling_error(value, fisher, S, level),
-                   "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0, tau=split.tau, rank=split.rank,
-                   inputs={**_summary(fisher, S), "threshold": split.threshold}, cut=split.cut)
+    jk, kind = corollary2_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv), tau, heuristic, level)
+    return _finish("noiseless_mse", jk, "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0, tau=split.tau,
+                   rank=split.rank, inputs={**_summary(fisher, S), "threshold": split.threshold}, cut=split.cut,
+                   kind=kind, saturation=sat.to_dict(), guarantee=not heuristic,
+                   plugin=value(fisher, getattr(S, "matrix", S)))
 
 
 def ceiling(S) -> Bound:
@@ -167,7 +197,7 @@ def ceiling(S) -> Bound:
     if float(evals.min()) <= 0:
         raise ParameterError("S (score matrix) must be positive definite to have a ceiling Tr(S^-1)/d.")
     return Bound("ceiling", float((1.0 / evals).sum()) / S.shape[0], "Tr(S^-1) / d", S.shape[0],
-                 rank=0, inputs={"trace_S": float(evals.sum())})
+                 rank=0, inputs={"trace_S": float(evals.sum())}, kind="ceiling")
 
 
 def rtc(bound, ceiling_bound) -> Bound:
@@ -182,4 +212,6 @@ def rtc(bound, ceiling_bound) -> Bound:
     base = bound if isinstance(bound, Bound) else None
     return Bound("rtc", value, "ln(ceiling / bound)", base.d if base else 0,
                  sigma=base.sigma if base else None, tau=base.tau if base else None,
-                 rank=base.rank if base else None, inputs={"bound": b, "ceiling": c})
+                 rank=base.rank if base else None, inputs={"bound": b, "ceiling": c},
+                 kind=base.kind if base else "", saturation=base.saturation if base else None,
+                 guarantee=base.guarantee if base else True)

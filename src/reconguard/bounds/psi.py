@@ -19,6 +19,12 @@ at 16 probes × 8 inputs against the exact linear-Ψ closed form). ``PsiTerms.bo
 reports the one-sided lower confidence bound at ``level`` (default 95 %) from the jackknife over the
 inputs, bias-corrected, with Student's t (:func:`reconguard.bounds.sampling.block_jackknife`);
 ``Bound.point`` keeps the plug-in value and ``Bound.stderr`` its s.e.
+
+Which rule holds (:mod:`reconguard.bounds.saturation`). Theorem 2 is valid for any pair of projectors when
+the encoder term uses each input's own Jacobian (``encoder=``); without it, E[G] stands in for G(x), valid
+only when E[G] is exact or its sample saturated. Corollary 3 needs ``J_E P_n = 0``: it holds on a null space
+the saturation check confirms and, with ``encoder=``, where the measured ``E‖J_E P_n J_Ψᵀu‖²`` is round-off.
+Otherwise the value is 0 (``Bound.kind`` says why). τ > 0 is the paper's heuristic (``guarantee=False``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from ..results import Result
 from .fisher import FisherEstimate, as_fisher, split_range_null
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
+from .saturation import SATURATION_TOL, ZERO_UNSATURATED
 
 
 def _theorem2(n: torch.Tensor, T: torch.Tensor, E: torch.Tensor, sigma: float) -> float:
@@ -66,7 +73,27 @@ class PsiTerms(Result):
     k: int
     probes: int
     n_inputs: int
+    saturation: dict | None = None  # the E[G] sample's check (Saturation.to_dict())
+    encoder_given: bool = False  # E_i from each input's own encoder Jacobian (else E[G] stands in)
+    heuristic: bool = False  # τ above float64 round-off: the paper's heuristic split
     _skip_in_dict = ("n_i", "T_i", "E_i")
+
+    def rule(self, sigma: float) -> tuple[str, bool]:
+        """``(kind, valid)``: which rule the value at σ follows, and whether it may be reported (else 0)."""
+        saturated = self.saturation is None or self.saturation.get("saturated", False)
+        if self.heuristic:
+            return (f"heuristic: {'Theorem 2' if sigma > 0 else 'Corollary 3'} with tau = {self.tau:g} "
+                    "(paper section 6.4.3), not a guarantee"), True
+        if sigma > 0:
+            if self.encoder_given or saturated:
+                return "theorem 2", True
+            return "0: Theorem 2 without encoder= needs an exact or saturated E[G]", False
+        if not saturated:
+            return ZERO_UNSATURATED, False
+        E = self.E
+        if self.encoder_given and float(E[1, 1]) > SATURATION_TOL * max(float(E[0, 0] + E[1, 1]), 1e-300):
+            return "0: the encoder's Jacobian has energy on the null space (Corollary 3 does not apply)", False
+        return "corollary 3", True
 
     @property
     def n(self) -> torch.Tensor:
@@ -84,10 +111,14 @@ class PsiTerms(Result):
         """Theorem 2 for σ > 0, Corollary 3 for σ = 0: ``value`` is the lower confidence bound at
         ``level`` (``point`` the plug-in value; ``stderr``, also ``inputs["stderr"]``, the jackknife s.e.)."""
         sigma = check_sigma(sigma)
+        kind, valid = self.rule(sigma)
         value = _theorem2(self.n, self.T, self.E, sigma)
+        plugin = value
         N = self.n_i.shape[0]
         loo = []
-        if N > 1 and math.isfinite(value):
+        if not valid:
+            value = 0.0
+        elif N > 1 and math.isfinite(value):
             for j in range(N):
                 keep = torch.arange(N) != j
                 loo.append(_theorem2(self.n_i[keep].mean(0), self.T_i[keep].mean(0), self.E_i[keep].mean(0), sigma))
@@ -98,7 +129,8 @@ class PsiTerms(Result):
         return Bound(name, jk.lcb, formula, self.d, sigma=sigma, tau=self.tau, rank=self.rank,
                      inputs={"n": self.n.tolist(), "T": self.T.tolist(), "E": self.E.tolist(), "k": self.k,
                              "probes": self.probes, "n_inputs": self.n_inputs, "stderr": stderr},
-                     point=value, stderr=stderr, level=jk.level)
+                     point=value, stderr=stderr, level=jk.level, kind=kind, saturation=self.saturation,
+                     guarantee=not self.heuristic, plugin=plugin)
 
     def noiseless(self) -> Bound:
         return self.bound(0.0)
@@ -109,7 +141,7 @@ def _rademacher(shape, g: torch.Generator, dtype) -> torch.Tensor:
 
 
 def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Module | None = None,
-              tau: float = 1e-4, probes: int = 16, n_inputs: int = 32, seed: int = 0,
+              tau: float = 0.0, probes: int = 16, n_inputs: int = 32, seed: int = 0,
               dtype: torch.dtype = torch.float32, device=None) -> PsiTerms:
     """Estimate Theorem 2's terms. ``psi``: ``N×d → N×k``; ``score_fn``: ``N×d → N×d``; ``data``:
     samples of π. ``encoder`` supplies J_E; without it E[G] stands in for G(x), exact when G is
@@ -167,11 +199,12 @@ def psi_terms(fisher, psi: Callable, data, score_fn: Callable, *, encoder: nn.Mo
                     E[xi, i, j] = float((a[i] * a[j]).sum(1).mean())
                 else:
                     E[xi, i, j] = float(((a[i] @ G) * a[j]).sum(1).mean())
-    return PsiTerms(n, T, E, split.rank, split.tau, fisher.d, int(k), probes, n_inputs)
+    return PsiTerms(n, T, E, split.rank, split.tau, fisher.d, int(k), probes, n_inputs, fisher.saturation.to_dict(),
+                    enc is not None, split.tau > fisher.d * fisher.eps)
 
 
 def psi_bound(fisher, psi: Callable, data, score_fn: Callable, sigma: float, probes: int = 16, *,
-              encoder: nn.Module | None = None, tau: float = 1e-4, n_inputs: int = 32, seed: int = 0,
+              encoder: nn.Module | None = None, tau: float = 0.0, n_inputs: int = 32, seed: int = 0,
               level: float = DEFAULT_LEVEL) -> Bound:
     """Theorem 2: the bound on ``E‖Ψ(x̂) − Ψ(x)‖²`` for an encoder with noise σ > 0."""
     sigma = check_sigma(sigma)
@@ -181,7 +214,7 @@ def psi_bound(fisher, psi: Callable, data, score_fn: Callable, sigma: float, pro
                      seed=seed).bound(sigma, level)
 
 
-def noiseless_psi_bound(fisher, psi: Callable, data, score_fn: Callable, probes: int = 16, *, tau: float = 1e-4,
+def noiseless_psi_bound(fisher, psi: Callable, data, score_fn: Callable, probes: int = 16, *, tau: float = 0.0,
                         n_inputs: int = 32, seed: int = 0, level: float = DEFAULT_LEVEL) -> Bound:
     """Corollary 3: ``n_n² / E‖t_n‖²`` for a noise-free encoder."""
     return psi_terms(fisher, psi, data, score_fn, tau=tau, probes=probes, n_inputs=n_inputs,

@@ -64,7 +64,11 @@ def _cmd_bound(args) -> int:
     print(f"{'sigma':>8}  {'bound':>22}  {'Maeng (Thm 1)':>13}  {'ceiling':>10}  {'RTC':>8}")
     for r in report.rows:
         print(f"{r.sigma:>8g}  {fmt(r.bound) + ' (' + ('Cor 1' if r.sigma > 0 else 'Cor 2') + ')':>22}  "
-              f"{fmt(r.maeng):>13}  {fmt(r.ceiling):>10}  {fmt(r.rtc):>8}")
+              f"{fmt(r.maeng):>13}  {fmt(r.ceiling):>10}  {fmt(r.rtc):>8}  rule: {r.kind}"
+              + ("" if r.bound_plugin is None or r.bound_plugin == r.bound else f" (plug-in {fmt(r.bound_plugin)})"))
+    sat = report.settings.get("saturation")
+    if sat:
+        print(f"E[G] sample: {sat['description']}")
     print(f"bounds on E‖x̂ − x‖²/d; JSON: {out}")
     del torch
     return 0
@@ -173,7 +177,8 @@ def register(sub) -> None:
                     help="split point (splitcnn, resnet18)")
     sp.add_argument("--sigma", type=float, nargs="+", default=[0.0, 1e-3], help="encoder noise std(s)")
     sp.add_argument("--tau", type=float, default=None,
-                    help="null-space threshold (fraction of λ_max); default 0 for exact E[G], else 1e-4")
+                    help="null-space threshold (fraction of λ_max); default 0, the guarantee; τ > 0 is the paper's "
+                    "heuristic (section 6.4.3), labelled as such")
     sp.add_argument("--k", type=int, default=256, help="inputs averaged to estimate E[G] (splitcnn)")
     sp.add_argument("--size", type=int, default=None, help="image side (d = size²); default 8, 28 for splitcnn")
     sp.add_argument("--sigma-s", type=float, default=0.1, help="smoothing noise of the digits prior")

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..bounds import (DEFAULT_LEVEL, FisherEstimate, ceiling, estimate_fisher, estimate_score_matrix, maeng_bound,
                       mse_bound, noiseless_mse_bound, rtc)
+from ..bounds.fisher import default_heldout
 from ..checks import check_sigma, check_tau
 from ..data import GaussianMixturePrior
 from ..encoders import split_noise
@@ -36,6 +37,10 @@ class BoundRow(Result):
     bound_stderr: float | None = None  # jackknife s.e. of the plug-in value
     level: float | None = None         # confidence level of ``bound``
     cut: str | None = None             # the spectrum's zero threshold rule
+    kind: str = ""                     # the rule that produced ``bound`` (Bound.kind)
+    saturation: str = ""               # the E[G] sample's saturation check, in words
+    guarantee: bool = True             # False for the τ > 0 heuristic: never counted as a bound that held
+    bound_plugin: float | None = None  # the formula at the estimates as they stand (the paper's procedure)
 
     @property
     def rtc_infinite(self) -> bool:
@@ -50,12 +55,20 @@ class BoundRow(Result):
         return out
 
 
-def bound_row(fisher: FisherEstimate, S, top, sigma: float, tau: float, level: float = DEFAULT_LEVEL) -> BoundRow:
+def row_from(b, maeng, top, sigma: float, tau, fallback_rank: int) -> BoundRow:
+    """A ``BoundRow`` from Corollary 1 / 2 ``b`` (a ``Bound``), Theorem 1 ``maeng`` and the ceiling ``top``."""
+    return BoundRow(sigma, b.name, b.value, maeng.value, top.value, rtc(b, top).value,
+                    b.rank if b.rank is not None else fallback_rank, tau if sigma == 0 else None,
+                    bound_point=b.point, bound_stderr=b.stderr, level=b.level, cut=b.cut, kind=b.kind,
+                    saturation=(b.saturation or {}).get("description", ""), guarantee=b.guarantee,
+                    bound_plugin=b.plugin)
+
+
+def bound_row(fisher: FisherEstimate, S, top, sigma: float, tau: float = 0.0,
+              level: float = DEFAULT_LEVEL) -> BoundRow:
     """Corollary 1 (σ > 0) or Corollary 2 (σ = 0), Theorem 1, the ceiling ``top`` and RTC at one σ."""
     b = mse_bound(fisher, S, sigma, level=level) if sigma > 0 else noiseless_mse_bound(fisher, S, tau, level=level)
-    return BoundRow(sigma, b.name, b.value, maeng_bound(fisher, S, sigma, level=level).value, top.value,
-                    rtc(b, top).value, b.rank if b.rank is not None else fisher.m, tau if sigma == 0 else None,
-                    bound_point=b.point, bound_stderr=b.stderr, level=b.level, cut=b.cut)
+    return row_from(b, maeng_bound(fisher, S, sigma, level=level), top, sigma, tau, fisher.m)
 
 
 @dataclass(frozen=True)
@@ -136,14 +149,15 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
     if path == "lowrank":
         return _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress)
     g = torch.Generator().manual_seed(int(seed))
-    data = None if hasattr(enc, "exact_fisher") else prior.sample(k, generator=g)
+    data = None if hasattr(enc, "exact_fisher") else prior.sample(k + default_heldout(k), generator=g)
     fisher = estimate_fisher(enc, data, k=k, seed=seed, device=device, progress=progress)
     tau = default_tau(fisher) if tau is None else check_tau(tau)
     S = estimate_score_matrix(prior, n=score_samples, seed=seed + 1)
     top = ceiling(S)
     rows = [bound_row(fisher, S, top, sigma, tau) for sigma in sigmas]
     return BoundReport(type(enc).__name__, prior.name, fisher.d, fisher.m, fisher, rows,
-                       {"k": fisher.k, "tau": tau, "score_samples": score_samples, "seed": seed,
+                       {"k": fisher.k, "heldout": fisher.heldout, "saturation": fisher.saturation.to_dict(),
+                        "tau": tau, "score_samples": score_samples, "seed": seed,
                         "fisher_method": fisher.method, "exact_fisher": fisher.exact,
                         "path": "dense (d×d E[G] and S)"})
 
@@ -159,8 +173,8 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> Bo
     S = StructuredScore.isotropic(1.0 / prior.std**2, prior.dim)
     shape = getattr(enc, "in_shape", None)
     g = torch.Generator().manual_seed(int(seed))
-    data = prior.sample(k, generator=g)
-    data = data.reshape(k, *shape) if shape is not None else data
+    data = prior.sample(k + default_heldout(k), generator=g)
+    data = data.reshape(data.shape[0], *shape) if shape is not None else data
     store = None
     if stream_rows(prior.dim, k * m):
         import tempfile
@@ -177,14 +191,13 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> Bo
     rows = []
     for sigma in sigmas:
         b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
-        rows.append(BoundRow(sigma, b.name, b.value, lowrank_maeng_bound(f, S, sigma).value, top.value,
-                             rtc(b, top).value, b.rank, tau if sigma == 0 else None, bound_point=b.point,
-                             bound_stderr=b.stderr, level=b.level, cut=b.cut))
+        rows.append(row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, tau, f.m))
     if store is not None:
         import shutil
         shutil.rmtree(store, ignore_errors=True)  # the rows' file (the open map stays readable until released)
     how = "streamed through a file" if store is not None else "in memory"
     return BoundReport(type(enc).__name__, prior.name, f.d, f.m, f, rows,
-                       {"k": f.k, "tau": tau, "seed": seed, "fisher_method": f.method, "exact_fisher": False,
+                       {"k": f.k, "heldout": f.heldout, "saturation": f.saturation.to_dict(), "tau": tau, "seed": seed,
+                        "fisher_method": f.method, "exact_fisher": False,
                         "path": f"low-rank (Gram of the {f.n} stacked Jacobian rows, {how}; isotropic S = I/η² "
                                 "exactly)"})

@@ -154,7 +154,8 @@ class SweepParams:
     sigmas: tuple = _floats((0.0, 1e-3), 0.0)
     attacks: tuple = ("mmse",)     # of ATTACKS
     ks: tuple = _ints((256,), 1, 10_000_000)  # inputs averaged for E[G]
-    taus: tuple = _floats((1e-4,), 0.0, 0.999999)  # null-space thresholds (fraction of λ_max)
+    taus: tuple = _floats((0.0,), 0.0, 0.999999)  # null-space thresholds (fraction of λ_max); τ > 0 is the paper's
+    #                                               heuristic, labelled so, never the default
     n_attack: Any = 64             # attacked samples, or {dataset: n}
     score_samples: int = _int(20000, 2, 10_000_000)  # samples averaged for S
     seed: int = _int(0, 0)

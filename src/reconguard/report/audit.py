@@ -71,13 +71,15 @@ def encoder_figures(result, folder: Path) -> list:
 
 
 def render_encoder_audit(result, figures) -> str:
-    head = ["σ", "best attack (MSE ± s.e.)", "lower bound (95% LCB)", "a guess", "ceiling (π)", "RTC", "verdict"]
+    head = ["σ", "best attack (MSE ± s.e.)", "lower bound (95% LCB)", "rule", "E[G] sample", "a guess", "ceiling (π)",
+            "RTC", "verdict"]
     body = []
     for r in result.rows:
         best = r.best
         b = r.bound
         body.append(row_html([f"{r.sigma:g}", f"{html.escape(best.name)}: {_pm(best)}",
-                              f"{fmt(b['value'])} ({html.escape(b['name'])})", _pm(r.baseline), fmt(r.ceiling),
+                              f"{fmt(b['value'])} ({html.escape(b['name'])})", html.escape(b.get("kind", "")),
+                              html.escape(b.get("saturation", "") or "—"), _pm(r.baseline), fmt(r.ceiling),
                               "∞" if r.rtc is None else fmt(r.rtc), html.escape(r.verdict())]))
     detail = []
     for r in result.rows:
@@ -96,7 +98,9 @@ bound over E[G]'s and S's sampling error). π is {html.escape(result.prior)}: yo
 Gaussian noise. <b>Attacks</b> ran on {result.n_attacked} held-out images π never saw; <b>a guess</b> predicts the mean
 image for every input — an attack is only worth its margin below it. <b>Ceiling</b>: the error with no information
 under π; RTC = ln(ceiling / bound). A row where an attack falls below the bound by more than 3 s.e. would say
-<b>CHECK</b> (it never should).</p>
+<b>CHECK</b> (it never should). <b>E[G] sample</b>: whether the inputs E[G] was estimated from saw every direction
+the encoder uses (held-out inputs' Jacobian energy outside the sample's range); when not, the bound is the
+tangent-plane bound or Theorem 1 (σ &gt; 0) or 0 (σ = 0), which stay valid, and the <b>rule</b> column says which.</p>
 <h2>Every attack</h2>
 <table>{_head(["σ", "attack", "MSE ± s.e.", "details"])}{"".join(detail)}</table>
 <h2>Score check (§6.4.1)</h2>
@@ -109,7 +113,8 @@ noise). Bound path: {html.escape(result.bound_path)}.</p>
 def encoder_audit_summary(result, out_dir=None) -> str:
     return _summary(f"audit encoder: {result.model} — {result.n_images} images {tuple(result.in_shape)}, "
                     f"m = {result.m}, preset {result.preset}, {result.seconds:.0f} s",
-                    [f"σ = {r.sigma:g}: {r.verdict()} [{r.bound['name']}]" for r in result.rows], out_dir)
+                    [f"σ = {r.sigma:g}: {r.verdict()} [{r.bound.get('kind') or r.bound['name']}; E[G] sample "
+                     f"{r.bound.get('saturation') or '—'}]" for r in result.rows], out_dir)
 
 
 # --- classifier ------------------------------------------------------------------------------------------------

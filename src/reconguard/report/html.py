@@ -82,7 +82,8 @@ def fmt(v) -> str:
 def _table(result) -> str:
     attacks = list(dict.fromkeys(a for p in result.points for a in p.attacks))
     lp = any(p.lpips_bound is not None for p in result.points)
-    head = (["dataset", "σ", "encoder", "m", "k", "τ", "rank", "bound (95% lower)", "plug-in ± s.e."]
+    head = (["dataset", "σ", "encoder", "m", "k", "τ", "rank", "bound (95% lower)", "rule", "E[G] sample",
+             "plug-in (paper)", "rule's estimate ± s.e."]
             + [f"{a} MSE/d" for a in attacks]
             + (["LPIPS bound"] + [f"{a} LPIPS" for a in attacks] if lp else [])
             + ["Maeng (Thm 1)", "ceiling", "RTC", "holds"])
@@ -105,7 +106,8 @@ def _table(result) -> str:
                 point = (f"{fmt(p.bound_point)} ± {fmt(p.bound_stderr)}" if p.bound_stderr
                          else "exact inputs")
                 cells = ([p.dataset, fmt(p.sigma), p.encoder, p.m, p.k or "exact", fmt(p.tau), p.rank,
-                          f"{fmt(p.bound)} ({p.bound_name})", point] + att + lp_cells
+                          f"{fmt(p.bound)} ({p.bound_name})", p.kind, p.saturation or "—", fmt(p.bound_plugin), point]
+                         + att + lp_cells
                          + [fmt(p.maeng) if p.sigma > 0 else "0 (σ=0)", fmt(p.ceiling), fmt(p.rtc),
                             _verdict(p)])
                 rows.append(f'<tr class="{cls}">' + "".join(
@@ -116,7 +118,10 @@ def _table(result) -> str:
 
 
 def _verdict(p) -> str:
-    """'yes', 'NO', or 'yes, within noise (n.n s.e.)' when the attack sits below the plug-in bound."""
+    """'yes', 'NO', or 'yes, within noise (n.n s.e.)' when the attack sits below the plug-in bound; a heuristic
+    row (τ > 0) is never 'yes'."""
+    if not p.guarantee and p.beaten is not None:
+        return "heuristic (τ > 0): " + ("beaten" if p.beaten else "not beaten")
     if p.holds is None:
         return "—"
     if not p.holds:
@@ -155,6 +160,10 @@ def render_html(result, figures: list[tuple[str, str]]) -> str:
                f"<p class='bad'>{result.violations} point(s) where an attack beat the bound — see rows marked NO."
                + (" A τ too large calls visible directions 'null' and overstates Corollary 2 (section 6.4.3)."
                   if len(set(p.tau for p in result.points if p.tau is not None)) > 1 else "") + "</p>")
+    beaten, heur = result.heuristic_beaten
+    if heur:
+        verdict += (f"<p class='note'>{heur} row(s) use τ &gt; 0, the paper's heuristic (section 6.4.3): not "
+                    f"guarantees, never counted as held; an attack beat {beaten} of them.</p>")
     figs = figures_html(figures)
     return f"""{page_start(result.title)}
 <p>recipe <code>{html.escape(result.recipe)}</code>, preset <code>{html.escape(result.preset)}</code>,
@@ -204,6 +213,13 @@ def summary_text(result, out_dir=None) -> str:
                 f" / attack {fmt(p.attack_mse)}{_noise_note(p)}" for p in show))
     lines.append("  bound held at every point (bounds: 95% lower confidence; attacks: within 3 s.e.)"
                  if result.violations == 0 else f"  WARNING: an attack beat the bound at {result.violations} point(s)")
+    beaten, heur = result.heuristic_beaten
+    if heur:
+        lines.append(f"  {heur} heuristic row(s) with τ > 0 (not guarantees, not counted): an attack beat {beaten}")
+    unsat = sum(1 for p in result.points if p.saturation.startswith("not saturated"))
+    if unsat:
+        lines.append(f"  {unsat} point(s) rest on an unsaturated E[G] sample: their bound is the tangent plane or "
+                     "Theorem 1 (see the report's 'rule' column)")
     lines.append("  " + CEILING_NOTE)
     if out_dir is not None:
         lines.append(f"  report: {out_dir}/report.html   data: {out_dir}/results.json")

@@ -62,6 +62,13 @@ def plot_sweep(result, path: str | Path, metric: str = "mse") -> Path:
             clip = lambda vs: [v if v is not None and v > floor else floor for v in vs]  # noqa: E731
             ax.plot(xs, clip([getattr(p, bfield) for p in pts]), "-", color="tab:blue", lw=2,
                     label=_bound_label(pts[0], metric))
+            unsat = [p for p in pts if getattr(p, "saturation", "").startswith("not saturated")]
+            if metric == "mse" and unsat:  # where the E[G] sample missed directions: the valid fallback's points,
+                # and the paper's plug-in, which overstates there
+                ax.plot([p.x for p in unsat], clip([p.bound for p in unsat]), "o", mfc="none", color="tab:blue",
+                        label="E[G] sample not saturated (tangent / Thm. 1)")
+                ax.plot([p.x for p in unsat], clip([p.bound_plugin for p in unsat]), "x", color="tab:red",
+                        label="plug-in (paper; overstates here)")
             if metric == "mse":
                 if sigma > 0:
                     ax.plot(xs, clip([p.maeng for p in pts]), ":", color="tab:blue", lw=1.5,
