@@ -2,8 +2,8 @@
 (signals, kills, locks between two runs, the first refusal of each kind), ``main()`` in this process for the many
 refusals of bad input that follow (the same code path, without 2 s of interpreter start each).
 
-Every case ends with exit 2 (130 for Ctrl-C), exactly one line ``reconguard: error: …`` (or
-``reconguard: interrupted; …``) on stderr that names the problem, no traceback, no partial output, and
+Every case ends with exit 2 (130 for Ctrl-C, 143 for SIGTERM), exactly one line ``reconguard: error: …`` (or
+``reconguard: interrupted; …`` / ``reconguard: terminated; …``) on stderr that names the problem, no traceback, no partial output, and
 every file already in the way untouched, byte for byte.
 """
 
@@ -59,7 +59,7 @@ def snapshot(root: Path) -> dict:
 def assert_refused(r, *words, code=2):
     assert r.returncode == code, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    prefix = "reconguard: interrupted" if code == 130 else "reconguard: error:"
+    prefix = {130: "reconguard: interrupted", 143: "reconguard: terminated"}.get(code, "reconguard: error:")
     assert len(lines) == 1 and lines[0].startswith(prefix), r.stderr[-2000:]
     assert "Traceback" not in r.stderr
     for w in words:
@@ -81,17 +81,22 @@ def test_out_never_deletes_or_replaces_a_users_files(work):
     assert_refused(rg("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", cwd=work),
                    "user", "--force")
     assert_refused(cli("demo", "--preset", "smoke", "--out", "afile", "--quiet", cwd=work), "existing file")
-    assert_refused(cli("bound", "--out", "afile", "--quiet", cwd=work), "afile", "--force")
+    assert_refused(cli("bound", "--out", "afile", "--quiet", cwd=work), "afile", "not written by reconguard")
+    assert_refused(cli("bound", "--out", "afile", "--quiet", "--force", cwd=work), "afile", "even with --force")
     assert_refused(cli("instahide", "challenge", "--n", "4", "--T", "2", "--k", "2", "--out", "user", cwd=work), "user")
     assert snapshot(work) == before
-    # --force is the explicit way through
+    # --force writes beside the user's files: it never removes or replaces them
     assert rg("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", "--force", cwd=work).returncode == 0
-    assert not (work / "user" / "precious.txt").exists() and (work / "user" / "report.html").exists()
-    # a previous run of the same command may be replaced; another command's results may not
-    assert cli("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", cwd=work).returncode == 0
-    kept = snapshot(work)
-    assert_refused(cli("run", "fig4-skew", "--preset", "smoke", "--out", "user", "--quiet", cwd=work), "fig2-linear")
-    assert snapshot(work) == kept
+    assert (work / "user" / "report.html").exists()
+    assert {k: v for k, v in snapshot(work).items() if k in before} == before
+    # a rerun of the same command replaces its own listed files; a file the user put into the result survives
+    (work / "user" / "notes-on-the-run.txt").write_text("kept")
+    kept = {k: v for k, v in snapshot(work).items() if not k.startswith("user/") or "notes" in k or k in before}
+    assert cli("run", "fig2-linear", "--preset", "smoke", "--out", "user", "--quiet", "--force", cwd=work).returncode == 0
+    assert {k: v for k, v in snapshot(work).items() if k in kept} == kept
+    # another command's results are not replaced without --force
+    assert_refused(cli("run", "fig4-skew", "--preset", "smoke", "--out", "user", "--quiet", cwd=work))
+    assert {k: v for k, v in snapshot(work).items() if k in kept} == kept
 
 
 def test_result_names_carry_their_parameters(work):
@@ -136,7 +141,8 @@ def test_corrupt_images_in_a_folder(work):
 
 @pytest.mark.parametrize("line,word", [("seed: zero", "seed"), ("sigmas: 0.001", "sigmas"),
                                        ("n_attack: many", "n_attack"), ("size: -8", "size"),
-                                       ("size: 100000", "size")])
+                                       ("size: 100000", "size"), ("seed: 99999999999999999999", "seed"),
+                                       ("seed: -1", "seed")])
 def test_recipe_values_of_the_wrong_type(work, line, word):
     recipe = work / "mine.yaml"
     recipe.write_text(f"""name: mine
@@ -322,3 +328,267 @@ def test_train_killed_then_resumed_equals_an_uninterrupted_run(work, sig, uninte
     hb = json.loads((work / "cut" / "result.json").read_text())["result"]["history"]
     assert strip(ha) == strip(hb) and len(ha) == 6
     assert not ckpt.exists()
+
+
+# --- the issue's cases: the real CLI as a subprocess; exit 2 (130 / 143), one line, no traceback, nothing lost ---
+
+
+def _planted(work) -> dict:
+    """A user's files in and around the output paths the cases below use."""
+    (work / "mine").mkdir(exist_ok=True)
+    (work / "mine" / "keep.txt").write_text("mine")
+    return snapshot(work)
+
+
+def _same_user_files(work, before):
+    after = snapshot(work)
+    assert {k: after.get(k) for k in before} == before
+
+
+def test_out_home_with_force_never_touches_home(work):
+    home = work / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
+    (home / "thesis.tex").write_text("mine")
+    before = snapshot(work)
+    env = {**ENV, "HOME": str(home)}
+    for out in (str(home), "/", str(work), str(work.parent)):
+        r = subprocess.run([sys.executable, "-m", "reconguard", "run", "fig2-linear", "--preset", "smoke", "--out", out,
+                            "--force", "--quiet"], cwd=work, capture_output=True, text=True, env=env, timeout=300)
+        assert_refused(r, "never writes its results there")
+    _same_user_files(work, before)  # every pre-existing file, byte for byte (matplotlib may add its font cache)
+
+
+def test_a_users_folder_named_like_the_units_folder_survives(work):
+    units = work / ".d.units"
+    units.mkdir()
+    (units / "mine.pt").write_text("not a unit")
+    before = snapshot(work)
+    assert_refused(rg("demo", "--preset", "smoke", "--out", "d", "--quiet", cwd=work), ".d.units", "not written")
+    assert_refused(rg("demo", "--preset", "smoke", "--out", "d", "--quiet", "--force", cwd=work), ".d.units")
+    (work / ".e.lock").write_text("my lock-looking notes")
+    before = snapshot(work)
+    assert_refused(rg("demo", "--preset", "smoke", "--out", "e", "--quiet", cwd=work), ".e.lock", "not a reconguard lock")
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("seed,word", [("99999999999999999999999", "2^63"), ("-1", "2^63"), ("1.5", "whole number")])
+def test_seeds_out_of_range(work, seed, word):
+    assert_refused(rg("bound", "--seed", seed, "--quiet", "--out", "b.json", cwd=work), "--seed", word)
+    assert not (work / "b.json").exists()
+
+
+@pytest.mark.parametrize("device,word", [("cuda", "cuda"), ("cuda:3", "cuda"), ("foo", "auto, cpu, cuda")])
+def test_devices_this_machine_does_not_have(work, device, word):
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert_refused(rg("bound", "--device", device, "--encoder", "splitcnn", "--size", "8", "--m", "4", "--k", "4",
+                      "--quiet", "--out", "b.json", cwd=work), "--device", word)
+
+
+def test_recipe_files_that_are_wrong(work):
+    before = _planted(work)
+    (work / "latin.yaml").write_bytes("name: x\nkind: sweep\n# caf\xe9\n".encode("latin-1"))
+    (work / "dup.yaml").write_text("name: x\nkind: sweep\nparams: {seed: 1}\nparams: {seed: 2}\n")
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{c}: &{c} [" + ", ".join([f"*{p}"] * 9) + "]" for p, c in zip("abcdefgh", "bcdefghi")]
+    (work / "bomb.yaml").write_text("name: x\nkind: sweep\nparams:\n  " + "\n  ".join(levels) + "\n")
+    before = snapshot(work)
+    assert_refused(rg("run", "latin.yaml", "--preset", "smoke", "--quiet", cwd=work), "not UTF-8")
+    assert_refused(rg("run", "dup.yaml", "--preset", "smoke", "--quiet", cwd=work), "appears twice")
+    start = time.time()
+    assert_refused(rg("run", "bomb.yaml", "--preset", "smoke", "--quiet", cwd=work, timeout=60), "aliases")
+    assert time.time() - start < 30
+    assert snapshot(work) == before
+
+
+def test_arrays_and_labels_that_are_wrong(work):
+    x = np.random.default_rng(0).random((20, 1, 8, 8)).astype("float32")
+    np.savez(work / "obj.npz", images=np.array([object()] * 4, dtype=object))
+    np.savez(work / "objlab.npz", images=x, labels=np.array([object()] * 20, dtype=object))
+    np.savez(work / "outside.npz", images=x, labels=np.arange(20) - 1)
+    np.savez(work / "fraction.npz", images=x, labels=np.arange(20) * 0.5)
+    (work / "net.py").write_text("import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n"
+                                 "        super().__init__(); self.f = torch.nn.Linear(64, 4)\n"
+                                 "    def forward(self, x):\n        return self.f(x.flatten(1))\n")
+    before = snapshot(work)
+    for data, word in (("obj.npz", "numeric"), ("objlab.npz", "numeric"), ("outside.npz", "0 …"),
+                       ("fraction.npz", "whole")):
+        assert_refused(rg("audit", "encoder", "--model", "net.py:Net", "--data", data, "--preset", "smoke",
+                          "--out", "a", cwd=work), word)
+    assert snapshot(work) == before
+
+
+def test_user_modules_that_exit_or_fail(work):
+    (work / "exit0.py").write_text("import sys\nsys.exit(0)\n")
+    (work / "exit3.py").write_text("import sys\nsys.exit(3)\n")
+    (work / "raises.py").write_text("raise ImportError('needs a package you do not have')\n")
+    (work / "builds.py").write_text("import sys, torch\ndef make():\n    sys.exit('no')\n")
+    np.save(work / "x.npy", np.random.default_rng(0).random((20, 1, 8, 8)).astype("float32"))
+    before = snapshot(work)
+    for spec, word in (("exit0.py:Net", "sys.exit(0)"), ("exit3.py:Net", "sys.exit(3)"), ("raises.py:Net", "ImportError"),
+                       ("builds.py:make", "sys.exit")):
+        assert_refused(rg("audit", "encoder", "--model", spec, "--data", "x.npy", "--out", "a", cwd=work),
+                       spec.split(":")[0], word)
+    assert snapshot(work) == before
+
+
+def test_challenge_descriptions_that_are_wrong(work):
+    _challenge(work)
+    info = json.loads((work / "c" / "challenge.json").read_text())
+    cases = {"k0": {"k": 0}, "kword": {"k": "four"}, "nlist": {"n": [6]}, "mode": {"mode": "sideways"},
+             "c1": {"c1": "0.65"}, "shape": {"shape": "1x8x8"}}
+    for name, change in cases.items():
+        (work / name).mkdir()
+        for f in ("encryptions.npy", "labels.npy"):
+            (work / name / f).write_bytes((work / "c" / f).read_bytes())
+        (work / name / "challenge.json").write_text(json.dumps({**info, **change}))
+    (work / "notjson").mkdir()
+    for f in ("encryptions.npy", "labels.npy"):
+        (work / "notjson" / f).write_bytes((work / "c" / f).read_bytes())
+    (work / "notjson" / "challenge.json").write_text("{k: 2")
+    before = snapshot(work)
+    for name, change in cases.items():
+        key = next(iter(change))
+        assert_refused(rg("instahide", "attack", "averaging", "--challenge", name, "--out", "r.npy", cwd=work),
+                       f"{key} =", "challenge.json")
+    assert_refused(rg("instahide", "attack", "averaging", "--challenge", "notjson", "--out", "r.npy", cwd=work), "JSON")
+    assert_refused(rg("instahide", "attack", "averaging", "--challenge", "c", "--k", "0", "--out", "r.npy", cwd=work),
+                   "k = 0")
+    assert snapshot(work) == before
+
+
+def test_images_in_every_mode_are_converted_not_blamed_on_the_model(work):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    folder = work / "photos"
+    folder.mkdir()
+    for i in range(6):
+        rgb = (rng.random((8, 8, 3)) * 255).astype(np.uint8)
+        mode = ("RGBA", "CMYK", "P", "LA", "RGB", "1")[i]
+        img = Image.fromarray(rgb).convert(mode)
+        img.save(folder / f"{i}.{'jpg' if mode == 'CMYK' else 'png'}")
+    from reconguard.data.imagefile import read_image
+
+    shapes = {read_image(f).shape[-1] if read_image(f).ndim == 3 else 1 for f in folder.iterdir()}
+    assert shapes <= {1, 3}
+    Image.fromarray((rng.random((8, 8)) * 65535).astype(np.uint16)).save(folder / "deep.png")
+    (work / "mine").mkdir()
+    (work / "net.py").write_text("import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n"
+                                 "        super().__init__(); self.f = torch.nn.LazyLinear(4)\n"
+                                 "    def forward(self, x):\n        return self.f(x.flatten(1))\n")
+    assert_refused(rg("audit", "encoder", "--model", "net.py:Net", "--data", "photos", "--out", "a", cwd=work),
+                   "deep.png", "mode")
+
+
+def test_train_resume_with_another_model_or_other_settings(work):
+    base = [sys.executable, "-m", "reconguard", "train", "--model", "cnn", "--width", "4", "--epochs", "3",
+            "--batch-size", "64", "--out", "m", "--quiet"]
+    proc = subprocess.Popen(_slowed("reconguard.io", "save_torch_atomic", 30, base[3:]), cwd=work, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
+    _wait_for(work / ".m.checkpoint.pt", proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "terminated", "--resume", code=143)
+    assert ".venv/bin/reconguard" in err or "-m reconguard" in err or "resume with: reconguard" in err
+    assert not (work / ".m.lock").exists() and (work / ".m.checkpoint.pt").exists()
+    before = snapshot(work)
+    r = subprocess.run(base + ["--resume", "--lr", "0.01"], cwd=work, env=ENV, capture_output=True, text=True)
+    assert_refused(r, "lr", "--resume")
+    wider = [a if a != "4" else "8" for a in base]
+    r = subprocess.run(wider + ["--resume"], cwd=work, env=ENV, capture_output=True, text=True)
+    assert_refused(r, "width")
+    assert snapshot(work) == before
+    # a user's file at the checkpoint's path is never taken for one, nor removed
+    (work / ".n.checkpoint.pt").write_text("my file")
+    before = snapshot(work)
+    r = subprocess.run([a if a != "m" else "n" for a in base], cwd=work, env=ENV, capture_output=True, text=True)
+    assert_refused(r, ".n.checkpoint.pt", "not written by reconguard")
+    assert snapshot(work) == before
+
+
+def test_recipe_resume_with_other_settings_is_refused(work):
+    proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 60,
+                                    ["demo", "--preset", "smoke", "--out", "d", "--quiet"]),
+                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
+    start = time.time()
+    while not list((work / ".d.units").glob("*.pt")) if (work / ".d.units").exists() else True:
+        assert proc.poll() is None and time.time() - start < 240
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "terminated", code=143)
+    before = snapshot(work)
+    assert_refused(rg("demo", "--preset", "cpu", "--out", "d", "--quiet", "--resume", cwd=work), "preset", "--resume")
+    assert snapshot(work) == before
+
+
+def test_an_internal_error_is_one_line_and_a_file(work, monkeypatch):
+    import reconguard.cli.bounds as bounds
+
+    def broken(args):
+        raise ZeroDivisionError("a bug, not the user's mistake")
+
+    monkeypatch.setattr(bounds, "_cmd_bound", broken)
+    r = cli("bound", "--quiet", cwd=work)
+    assert r.returncode == 1
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("reconguard: internal error: ZeroDivisionError") and "Traceback" not in r.stderr
+    path = Path(lines[0].split("details in ")[1].split(" (")[0])
+    assert "Traceback" in path.read_text() and "a bug" in path.read_text()
+    path.unlink()
+
+
+# --- property: a random tree of user files in and around every output survives every run ---
+
+_COMMANDS = {  # a fast run of each command that takes --out, and the kind of output
+    "bound": (["bound", "--encoder", "linear", "--size", "4", "--m", "4", "--quiet"], "file"),
+    "run": (["run", "fig2-linear", "--preset", "smoke", "--quiet"], "dir"),
+    "challenge": (["instahide", "challenge", "--n", "4", "--T", "2", "--k", "2", "--size", "8"], "dir"),
+    "gradients": (["attack", "gradients", "--steps", "2", "--quiet"], "file"),
+}
+
+
+def _user_tree(root: Path, out: str, rng) -> None:
+    """Files a user may keep in and around ``out``: beside it, inside it, named like reconguard's own files."""
+    names = ["notes.txt", "report.html", "results.json", ".reconguard.json.bak", "sub/deep.txt", "b.json"]
+    for _ in range(int(rng.integers(3, 7))):
+        place = [root, root / out, root / out / "sub", root / f".{out}.units.mine"][int(rng.integers(0, 4))]
+        f = place / names[int(rng.integers(0, len(names)))]
+        if f.parent.exists() and not f.parent.is_dir() or f.is_dir():
+            continue
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(rng.bytes(int(rng.integers(1, 64))))
+
+
+@pytest.mark.parametrize("name", list(_COMMANDS))
+def test_random_user_trees_survive_every_run(work, name):
+    argv, kind = _COMMANDS[name]
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    for trial in range(3):
+        root = work / f"t{trial}"
+        root.mkdir()
+        out = "res.json" if kind == "file" else "res"
+        if trial == 2:  # an earlier result of this command, with the user's files put into it afterwards
+            assert cli(*argv, "--out", out, cwd=root).returncode == 0
+        _user_tree(root, out if kind == "dir" else "around", rng)
+        mine = snapshot(root)
+        if trial == 2:
+            mine = {k: v for k, v in mine.items() if k.split("/")[0] != out or not _listed_by_reconguard(root, k)}
+        for force in ([], ["--force"]):
+            r = cli(*argv, "--out", out, *force, cwd=root)
+            assert r.returncode in (0, 2), r.stderr
+            if r.returncode == 2:
+                assert_refused(r)
+            after = snapshot(root)
+            assert {k: after.get(k) for k in mine} == mine, (name, trial, force)
+
+
+def _listed_by_reconguard(root: Path, rel: str) -> bool:
+    from reconguard.io import owner
+
+    return owner(root / rel) is not None or rel.endswith(".reconguard.json")

@@ -1,10 +1,15 @@
 """Atomic writes, and the rules for where a run may write.
 
 * A failed run leaves no half-written result file or folder (``atomic_file``, ``atomic_directory``).
-* Nothing a user wrote is ever replaced: a run writes only to a path that is new, or that holds an
-  earlier reconguard result of the same command. Every folder reconguard writes carries a marker
-  (``.reconguard.json``: the command that wrote it); every file it writes is listed in its folder's
-  marker. Anything else is refused with :class:`~reconguard.errors.OutputError` unless ``force``.
+* The output layer can only delete what it wrote. Every folder reconguard writes carries a marker
+  (``.reconguard.json``: the command that wrote it) that lists every file it wrote there; replacing a result
+  replaces or removes listed files only (:func:`atomic_directory` merges file by file, :func:`remove_owned`
+  removes a listed file or a marked folder's listed files). A file not listed is the user's: never
+  replaced, never removed, with or without ``force`` (``force`` only lets a run write beside such files, or
+  over another command's listed results). ``$HOME``, ``/``, the working directory and the folders above it are
+  never an output folder. Locks, units folders and checkpoints carry the marker (or the lock's own format), so
+  a user's file at their path is refused, never deleted. Nothing else in reconguard deletes a user path; the
+  only recursive delete (:func:`discard_tmp`) takes a temporary folder this process just made.
 * One run at a time per output: :func:`claim_output` holds a lock file beside it for the whole run, so a
   second run into the same path is refused at once instead of silently replacing the first one's results.
 """
@@ -23,6 +28,7 @@ from .errors import OutputError
 from .results import to_jsonable
 
 MARKER = ".reconguard.json"
+LOCK_TAG = "reconguard-lock"
 
 
 def _umask() -> int:
@@ -77,8 +83,37 @@ def _marker(folder: Path) -> dict | None:
 
 
 def _user_files(folder: Path) -> list[str]:
-    """Entries of ``folder`` other than reconguard's marker (a few, for the message)."""
-    return sorted(p.name for p in folder.iterdir() if p.name != MARKER)[:3]
+    """Entries of ``folder`` that its marker does not list (a few, for the message)."""
+    listed = set(_listed(folder))
+    return sorted(p.name for p in folder.iterdir() if p.name != MARKER and p.name not in listed)[:3]
+
+
+def _listed(folder: Path) -> dict:
+    """``{relative path: command}`` of the files ``folder``'s marker lists (reconguard's own files there)."""
+    mark = _marker(folder) or {}
+    files = mark.get("files")
+    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+
+
+def owner(path: str | os.PathLike) -> str | None:
+    """The command that wrote ``path``, by its folder's marker; None when reconguard did not write it."""
+    path = Path(path)
+    return _listed(path.parent).get(path.name)
+
+
+def _refuse_protected(path: Path) -> None:
+    """``$HOME``, ``/``, the working directory and any folder above it are never an output folder."""
+    try:
+        target = path.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return
+    cwd = Path.cwd().resolve()
+    protected = {Path("/"), Path.home().resolve(), cwd, *cwd.parents}
+    if target in protected:
+        what = ("your home folder" if target == Path.home().resolve() else "the root folder" if target == Path("/")
+                else "the working folder or a folder above it")
+        raise OutputError(f"--out {path} is {what}: reconguard never writes its results there; give a new folder, "
+                          "e.g. --out runs/mine.")
 
 
 def check_output(path: str | os.PathLike, command: str, *, kind: str = "dir", force: bool = False) -> Path:
@@ -86,30 +121,31 @@ def check_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
     ``kind="file"``); see the module docstring. Also checks that the place is writable."""
     path = Path(path)
     if kind == "dir":
+        _refuse_protected(path)
         if path.exists() and not path.is_dir():
             raise OutputError(f"--out {path} is an existing file, not a folder; give a new folder path.")
         if path.is_dir() and any(path.iterdir()) and not force:
             mark = _marker(path)
-            if mark is None:
+            if mark is None or _user_files(path):
                 raise OutputError(f"--out {path} already holds files reconguard did not write "
                                   f"({', '.join(_user_files(path))}…); choose a new folder, or pass --force to "
-                                  "replace it whole.")
+                                  "write beside them (they are kept: reconguard never removes a file it did not "
+                                  "write).")
             if mark.get("command") != command:
                 raise OutputError(f"--out {path} holds the results of `reconguard {mark.get('command')}`, not of "
-                                  f"`reconguard {command}`; choose another folder, or pass --force to replace it.")
-        target_parent = path.parent
+                                  f"`reconguard {command}`; choose another folder, or pass --force to replace them.")
     else:
         if path.is_dir():
             raise OutputError(f"--out {path} is a folder; give a file path.")
-        if path.exists() and not force:
-            mark = _marker(path.parent) or {}
-            owner = (mark.get("files") or {}).get(path.name)
-            if owner != command:
-                what = (f"was written by `reconguard {owner}`" if owner else "was not written by reconguard")
-                raise OutputError(f"{path} already exists and {what}; choose another --out, or pass --force to "
-                                  "overwrite it.")
-        target_parent = path.parent
-    _check_writable(target_parent)
+        if path.exists() or path.is_symlink():
+            who = owner(path)
+            if who is None:
+                raise OutputError(f"{path} already exists and was not written by reconguard; choose another --out "
+                                  "(reconguard never overwrites a file it did not write, even with --force).")
+            if who != command and not force:
+                raise OutputError(f"{path} already exists and was written by `reconguard {who}`; choose another "
+                                  "--out, or pass --force to overwrite it.")
+    _check_writable(path.parent)
     return path
 
 
@@ -121,9 +157,10 @@ def _check_writable(folder: Path) -> None:
         raise OutputError(f"cannot write into {probe}: it is read-only or not a folder; choose another --out.")
 
 
-def mark_folder(folder: str | os.PathLike, command: str) -> None:
-    """Write ``folder``'s marker: it holds the results of ``command``."""
-    (Path(folder) / MARKER).write_text(json.dumps({"command": command}) + "\n", encoding="utf-8")
+def mark_folder(folder: str | os.PathLike, command: str, files=(), **extra) -> None:
+    """Write ``folder``'s marker: it holds the results of ``command``, and ``files`` (relative paths) are its own."""
+    mark = {"command": command, "files": {str(f): command for f in files}, **extra}
+    write_text_atomic(Path(folder) / MARKER, json.dumps(mark, indent=1) + "\n")
 
 
 def record_file(path: str | os.PathLike, command: str) -> None:
@@ -133,8 +170,61 @@ def record_file(path: str | os.PathLike, command: str) -> None:
     files = dict(mark.get("files") or {})
     files[path.name] = command
     mark["files"] = files
+    write_text_atomic(path.parent / MARKER, json.dumps(mark, indent=1) + "\n")
+
+
+def _forget(folder: Path, names) -> None:
+    mark = _marker(folder)
+    if mark is None:
+        return
+    files = {k: v for k, v in (mark.get("files") or {}).items() if k not in set(names)}
+    mark["files"] = files
+    write_text_atomic(folder / MARKER, json.dumps(mark, indent=1) + "\n")
+
+
+def remove_owned(path: str | os.PathLike) -> None:
+    """Remove what reconguard wrote at ``path`` and nothing else: a file listed in its folder's marker, or the
+    listed files of a marked folder (then its marker, and the folder if that left it empty). A path reconguard did
+    not write is refused (``OutputError``), never removed."""
+    path = Path(path)
+    if path.is_symlink() or path.is_file():
+        if owner(path) is None:
+            raise OutputError(f"{path} is in the way and was not written by reconguard; move it, or choose "
+                              "another --out.")
+        path.unlink()
+        _forget(path.parent, [path.name])
+        return
+    if not path.is_dir():
+        return
+    if _marker(path) is None:
+        raise OutputError(f"{path} is in the way and was not written by reconguard; move it, or choose "
+                          "another --out.")
+    root = path.resolve()
+    for rel in _listed(path):
+        target = path / rel
+        inside = root in (target.parent.resolve(), *target.parent.resolve().parents)  # a marker never points out
+        if inside and (target.is_file() or target.is_symlink()):
+            target.unlink()
+    (path / MARKER).unlink(missing_ok=True)
+    _remove_empty_dirs(path)
+
+
+def _remove_empty_dirs(folder: Path) -> None:
+    """Remove ``folder`` and its sub-folders where they are empty (``rmdir`` never removes content)."""
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts)):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
     with contextlib.suppress(OSError):
-        write_text_atomic(path.parent / MARKER, json.dumps(mark, indent=1) + "\n")
+        folder.rmdir()
+
+
+def discard_tmp(tmp: Path) -> None:
+    """Remove a temporary folder this process made with ``mkdtemp`` (its name starts with a dot and ends in
+    ``.tmp``): the only recursive delete in reconguard."""
+    tmp = Path(tmp)
+    if not (tmp.name.startswith(".") and tmp.name.endswith(".tmp")):
+        raise RuntimeError(f"internal: discard_tmp({tmp}) is not a reconguard temporary folder")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -151,30 +241,36 @@ def claim_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
             break
         except FileExistsError:
             pid = _lock_pid(lock)
-            if pid is not None and _alive(pid):
+            if pid is None:
+                raise OutputError(f"{lock} is in the way and is not a reconguard lock; move it, or choose another "
+                                  "--out.") from None
+            if _alive(pid):
                 raise OutputError(f"another reconguard run (pid {pid}) is writing {path}; wait for it to finish, "
                                   "or choose another --out.") from None
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)  # a stale lock: its run is gone
+                os.unlink(lock)  # a stale reconguard lock (its own format): its run is gone
         except OSError as exc:
             raise OutputError(f"cannot write into {path.parent} ({exc.strerror}); choose another --out.") from None
     else:  # pragma: no cover — lost the race twice
         raise OutputError(f"another reconguard run is writing {path}; choose another --out.")
     try:
-        os.write(fd, str(os.getpid()).encode())
+        os.write(fd, f"{LOCK_TAG} {os.getpid()}\n".encode())
         os.close(fd)
         yield path
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(lock)
+            if _lock_pid(lock) == os.getpid():
+                os.unlink(lock)
         for folder in created:  # folders made only for this run's output, left empty by a failure
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
 
 def _lock_pid(lock: Path) -> int | None:
+    """The pid in a reconguard lock (``reconguard-lock PID``); None for anything else."""
     try:
-        return int(lock.read_text().strip() or "0") or None
+        tag, pid = lock.read_text(encoding="utf-8", errors="replace").split()
+        return int(pid) if tag == LOCK_TAG and int(pid) > 0 else None
     except (OSError, ValueError):
         return None
 
@@ -191,12 +287,13 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike, command: str = "run", force: bool = False) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path``; on success it replaces ``path`` whole, with a marker
-    naming ``command``.
+    """Yield a temporary folder beside ``path``; on success its files move into ``path``, listed in its marker.
 
-    On any exception the temporary folder is removed and ``path`` is left as it was, so a
-    failed run never leaves a partial ``runs/<name>/``. A ``path`` that holds files reconguard did
-    not write is refused (``OutputError``) unless ``force``.
+    A new (or empty) ``path`` is replaced by the temporary folder in one rename. An earlier result is merged file
+    by file: this run's files replace the listed ones of the same name, listed files this run did not write are
+    removed, and every file the marker does not list (the user's) stays as it is — a name clash with one is
+    refused before anything moves. On any exception the temporary folder is removed and ``path`` is left as it was,
+    so a failed run never leaves a partial ``runs/<name>/``.
     """
     path = check_output(path, command, kind="dir", force=force)
     try:
@@ -207,22 +304,35 @@ def atomic_directory(path: str | os.PathLike, command: str = "run", force: bool 
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        mark_folder(tmp, command)
+        files = sorted(p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
+                       if (p.is_file() or p.is_symlink()) and p.name != MARKER)
+        if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+            mark_folder(tmp, command, files)
+            os.replace(tmp, path)
+            return
+        _merge(tmp, path, files, command)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard_tmp(tmp)
         raise
-    old = None
+    discard_tmp(tmp)
+
+
+def _merge(tmp: Path, path: Path, files: list[str], command: str) -> None:
+    """Move ``files`` from ``tmp`` into the result folder ``path`` (see :func:`atomic_directory`)."""
+    old = _listed(path)
+    clash = [f for f in files if ((path / f).exists() or (path / f).is_symlink()) and f not in old]
+    if clash:
+        raise OutputError(f"{path / clash[0]} is in the way: reconguard did not write it and never replaces it; "
+                          "move it, or choose another --out. Nothing was written.")
     try:
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        os.replace(tmp, path)
+        for f in files:
+            (path / f).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp / f, path / f)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not path.exists():
-            with contextlib.suppress(OSError):
-                os.replace(old, path)
-        raise OutputError(f"cannot replace {path} ({exc.strerror}); it was left as it was. Choose another --out.") \
-            from None
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        raise OutputError(f"cannot write into {path} ({exc.strerror}); choose another --out.") from None
+    root = path.resolve()
+    for f in set(old) - set(files):  # this command's earlier files that this run did not write
+        target = path / f
+        if root in (target.parent.resolve(), *target.parent.resolve().parents) and target.is_file():
+            target.unlink()
+    mark_folder(path, command, files)

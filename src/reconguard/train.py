@@ -119,18 +119,31 @@ def _score(select: str, record: dict, acc_window) -> float:
     return -float(record["epoch"]) if lo <= record["val_acc"] <= hi else math.inf  # the latest epoch in the window
 
 
+CHECKPOINT = "train checkpoint"
+
+
+def _plain(settings: dict) -> dict:
+    """Settings as plain JSON values (lists, not tuples), as they come back from a checkpoint."""
+    import json
+
+    return json.loads(json.dumps(settings, default=str))
+
+
 def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: LossFn = classification_loss,
         epochs: int = 10, batch_size: int = 128, lr: float = 1e-3, betas=(0.9, 0.999), weight_decay: float = 0.0,
         milestones: list[int] | None = None, gamma: float = 0.1, select: str | None = None,
         acc_window: tuple[float, float] | None = None, augment=None, seed: int = 0,
         device: torch.device | str | None = None, checkpoint: str | Path | None = None,
-        history: str | Path | None = None, progress: bool = True, defense=None) -> FitResult:
+        history: str | Path | None = None, progress: bool = True, defense=None,
+        settings: dict | None = None) -> FitResult:
     """Train ``model`` in place and leave it at its selected epoch.
 
     ``select``: ``val_loss`` (default), ``val_acc``, ``val_acc_window`` (the latest epoch whose
     validation accuracy lies in ``acc_window = (lo, hi)``; the lowest validation loss when none does)
     or ``last``. ``augment(x) -> x`` transforms each training batch. ``history``: a JSON file rewritten
-    after every epoch. Validation uses the plain ``loss`` (a defense's training loss, e.g. AT-AT's
+    after every epoch. ``settings``: what the run was asked for (JSON-able), saved in the checkpoint; resuming
+    with other settings is refused naming the first that differs (``epochs`` may change). Validation uses the
+    plain ``loss`` (a defense's training loss, e.g. AT-AT's
     adversarial term, is not applied to validation data).
     """
     epochs, batch_size = check_positive_int(epochs, "epochs"), check_positive_int(batch_size, "batch_size")
@@ -177,8 +190,22 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
         except Exception as exc:  # noqa: BLE001 — a checkpoint cut short by a kill, or not ours
             raise CorruptDataError(f"checkpoint {ckpt} cannot be read ({type(exc).__name__}); delete it to start "
                                    "over.") from None
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
+        if settings is not None and state.get("settings") is not None:
+            from .experiments.units import first_difference
+
+            saved = {k: v for k, v in state["settings"].items() if k != "epochs"}
+            asked = {k: v for k, v in _plain(settings).items() if k != "epochs"}
+            if saved != asked:
+                key, old, new = first_difference(saved, asked)
+                raise ParameterError(f"--resume: checkpoint {ckpt} was written with {key} = {old!r}, this run asks "
+                                     f"for {new!r}; resume with the same settings (only --epochs may change), or "
+                                     "drop --resume to start over.")
+        try:
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+        except (RuntimeError, KeyError, ValueError) as exc:
+            raise ParameterError(f"checkpoint {ckpt} is for another model ({str(exc).splitlines()[0][:120]}); resume "
+                                 "with the settings it was written with, or drop --resume to start over.") from None
         sched.load_state_dict(state["scheduler"])
         if hook("load_state_dict") and state.get("defense") is not None:
             defense.load_state_dict(state["defense"])
@@ -233,8 +260,10 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
             best.update(epoch=epoch, score=score, state=copy.deepcopy(model.state_dict()), fallback_score=fallback,
                         val_loss=record.get("val_loss", math.nan), val_acc=record.get("val_acc", math.nan))
         if ckpt is not None and _rank() == 0:
-            from .io import save_torch_atomic
-            save_torch_atomic(ckpt, {"model": model.state_dict(), "optimizer": opt.state_dict(),
+            from .io import record_file, save_torch_atomic
+            record_file(ckpt, CHECKPOINT)  # listed in its folder's marker first: a run killed mid-save can resume
+            save_torch_atomic(ckpt, {"settings": _plain(settings) if settings is not None else None,
+                                     "model": model.state_dict(), "optimizer": opt.state_dict(),
                                      "scheduler": sched.state_dict(), "history": records, "epoch": epoch,
                                      "best_epoch": best["epoch"], "best_score": best["score"],
                                      "best_fallback": best["fallback_score"], "best_model": best["state"],

@@ -40,20 +40,26 @@ def _import_object(spec: str):
         sys.modules[mod_name] = module
         try:
             loader.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 — the user's file failing to import is one clear error
-            sys.modules.pop(mod_name, None)
-            raise ParameterError(f"--model {spec!r}: {path} does not import ({type(exc).__name__}: {exc}).") from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 — the user's file failing to import (even by calling
+            sys.modules.pop(mod_name, None)  # sys.exit) is one clear error
+            raise ParameterError(f"--model {spec!r}: {path} does not import ({_what(exc)}).") from None
     else:
         try:
             module = importlib.import_module(where)
-        except Exception as exc:  # noqa: BLE001
-            raise ParameterError(f"--model {spec!r}: module {where!r} does not import ({type(exc).__name__}: {exc}); "
+        except (Exception, SystemExit) as exc:  # noqa: BLE001
+            raise ParameterError(f"--model {spec!r}: module {where!r} does not import ({_what(exc)}); "
                                  "is its package installed or on PYTHONPATH?") from None
     if not hasattr(module, name):
         found = sorted(n for n, v in vars(module).items() if not n.startswith("_") and
                        (inspect.isclass(v) and issubclass(v, nn.Module) or inspect.isfunction(v)))
         raise ParameterError(f"--model {spec!r}: {where} has no {name!r}; it defines {found}.")
     return getattr(module, name)
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"it calls sys.exit({exc.code!r})"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
 def _instantiate(obj, spec: str) -> nn.Module:
@@ -73,8 +79,8 @@ def _instantiate(obj, spec: str) -> nn.Module:
                              "defaults, or a zero-argument factory function (def make(): return MyNet(...)).")
     try:
         model = obj()
-    except Exception as exc:  # noqa: BLE001
-        raise ParameterError(f"--model {spec!r}: building it failed ({type(exc).__name__}: {exc}).") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001
+        raise ParameterError(f"--model {spec!r}: building it failed ({_what(exc)}).") from None
     if not isinstance(model, nn.Module):
         raise ParameterError(f"--model {spec!r} returned a {type(model).__name__}, not a torch.nn.Module.")
     return model
@@ -153,9 +159,8 @@ def _to_unit(arr: np.ndarray, what: str) -> torch.Tensor:
 
 
 def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from skimage import io
-
     from ..data.folder import EXTENSIONS
+    from ..data.imagefile import read_image
 
     classes = sorted(d for d in folder.iterdir() if d.is_dir())
     groups = [(i, sorted(f for f in c.iterdir() if f.suffix.lower() in EXTENSIONS)) for i, c in enumerate(classes)]
@@ -167,10 +172,7 @@ def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
         raise DataFileNotFoundError(f"{folder}: no images ({', '.join(EXTENSIONS)}) in it or in its class folders.")
     images, labels, shapes = [], [], {}
     for label, f in files:
-        try:
-            img = io.imread(f)
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptDataError(f"{f} is not a readable image ({type(exc).__name__}); remove or replace it.") from None
+        img = read_image(f)  # 8-bit RGB or greyscale, whatever the file's mode (RGBA, CMYK, palette…)
         shapes.setdefault(img.shape, f)
         images.append(img)
         labels.append(label)
@@ -181,6 +183,32 @@ def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
     x = _to_unit(np.stack(images), str(folder))
     y = torch.tensor(labels) if labels[0] >= 0 else None
     return x, y
+
+
+def _npz_array(blob, key: str, path: Path) -> np.ndarray:
+    """One array of an ``.npz``; object arrays (pickles) and unreadable members are refused by name."""
+    try:
+        return blob[key]
+    except (ValueError, OSError, EOFError) as exc:
+        raise CorruptDataError(f"--data {path}[{key}]: not a plain numeric array ({str(exc).splitlines()[0][:100]}); "
+                               "save numbers, not Python objects.") from None
+
+
+def check_labels(arr, what: str, num_classes: int | None = None) -> torch.Tensor:
+    """Class labels: a 1-D array of whole numbers in 0 … C−1 (``num_classes``, when known), as int64."""
+    arr = np.asarray(arr)
+    if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+        raise CorruptDataError(f"{what}: labels must be a 1-D array of class numbers, got {arr.dtype} of shape "
+                               f"{arr.shape}.")
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
+        raise CorruptDataError(f"{what}: labels must be whole class numbers 0 … C−1; found {arr[arr != np.round(arr)][:3]}"
+                               " (soft or fractional labels are not class labels).")
+    labels = torch.as_tensor(arr.astype(np.int64))
+    high = num_classes if num_classes is not None else None
+    if len(labels) and (int(labels.min()) < 0 or (high is not None and int(labels.max()) >= high)):
+        raise ParameterError(f"{what}: labels must lie in 0 … {'C−1' if high is None else high - 1}; found "
+                             f"{int(labels.min())} … {int(labels.max())}.")
+    return labels
 
 
 def load_images(data, *, size: int | None = None, labels: bool = False, root=None):
@@ -212,8 +240,8 @@ def load_images(data, *, size: int | None = None, labels: bool = False, root=Non
                 key = next((k for k in ("images", "x", "X", "arr_0") if k in keys), keys[0] if keys else None)
                 if key is None:
                     raise CorruptDataError(f"--data {path}: an empty .npz.")
-                x = _to_unit(blob[key], f"{path}[{key}]")
-                y = torch.as_tensor(blob["labels"]).long() if "labels" in keys else None
+                x = _to_unit(_npz_array(blob, key, path), f"{path}[{key}]")
+                y = check_labels(_npz_array(blob, "labels", path), f"{path}[labels]") if "labels" in keys else None
             else:
                 x, y = _to_unit(blob, str(path)), None
         else:

@@ -296,28 +296,47 @@ def _gamma(f: LowRankFisher) -> float:
 def _tangent_terms(f: LowRankFisher, S: StructuredScore, sigma: float) -> tuple[float, torch.Tensor]:
     """``(Tr(M⁻¹) + Tr(M⁻²G₀)/σ², [Tr(M⁻²Ĥ_b)/σ²]_b)`` for the anchor ``G₀ = γI + V(Λ − γ)Vᵀ`` with ``M = G₀/σ² + S``
     by Woodbury: ``M = D' + U C Uᵀ``, ``D' = D + γ/σ²``, ``U = [L | V]``, ``C = diag(1, (Λ − γ)/σ²)``,
-    ``M⁻¹ = D'⁻¹ − D'⁻¹U R UᵀD'⁻¹``, ``R = (I + C UᵀD'⁻¹U)⁻¹ C``. V (d×rank) is formed in memory."""
+    ``M⁻¹ = D'⁻¹ − D'⁻¹U R UᵀD'⁻¹``, ``R = (I + C UᵀD'⁻¹U)⁻¹ C``. For a vector w,
+    ``‖M⁻¹w‖² = ‖D'⁻¹w‖² − 2 (UᵀD'⁻²w)ᵀR(UᵀD'⁻¹w) + (R UᵀD'⁻¹w)ᵀ(UᵀD'⁻²U)(R UᵀD'⁻¹w)``. Every term is a sum over
+    coordinates, accumulated in one pass over column blocks of B (V's rows formed block by block): memory
+    O(block·(p + rank) + (p + rank)²), never d×rank."""
     gamma = _gamma(f)
     mu, W = f.range_factor()
-    V = torch.cat([Bc.T @ W for _, Bc in f._column_blocks()]) if W.numel() else torch.zeros(f.d, 0, dtype=torch.float64)
-    Dp = S.diag + gamma / sigma**2
-    parts = ([S.lowrank] if S.lowrank is not None and S.lowrank.shape[1] else []) + [V]
-    U = torch.cat(parts, 1)
-    p = U.shape[1] - V.shape[1]
+    r = W.shape[1]
+    p = 0 if S.lowrank is None else S.lowrank.shape[1]
+    q = p + r
+    Z1, Z2, Z3 = (torch.zeros(q, q, dtype=torch.float64) for _ in range(3))
+    P1v, P2v, P1h, P2h = (torch.zeros(q, n, dtype=torch.float64) for n in (r, r, f.Bh.shape[0], f.Bh.shape[0]))
+    t0v, t0h = torch.zeros(r, dtype=torch.float64), torch.zeros(f.Bh.shape[0], dtype=torch.float64)
+    inv1 = inv2 = 0.0
+    for (a, Bc), (_, Hc) in zip(f._column_blocks(), f._column_blocks(f.Bh)):
+        sl = slice(a, a + Bc.shape[1])
+        Dp = S.diag[sl] + gamma / sigma**2
+        Vb = Bc.T @ W                                                   # rows of V in this block
+        Ub = torch.cat([S.lowrank[sl], Vb], 1) if p else Vb
+        A1, A2 = Ub / Dp[:, None], Ub / Dp[:, None] ** 2                # D'⁻¹U, D'⁻²U
+        Z1 += Ub.T @ A1
+        Z2 += A1.T @ A1
+        Z3 += A1.T @ (A1 / Dp[:, None])
+        P1v += A1.T @ Vb
+        P2v += A2.T @ Vb
+        t0v += ((Vb / Dp[:, None]) ** 2).sum(0)
+        P1h += A1.T @ Hc.T
+        P2h += A2.T @ Hc.T
+        t0h += ((Hc / Dp[None, :]) ** 2).sum(1)
+        inv1 += float((1 / Dp).sum())
+        inv2 += float((1 / Dp**2).sum())
     c = torch.cat([torch.ones(p, dtype=torch.float64), (mu - gamma) / sigma**2])
-    A = U / Dp[:, None]
-    Z1, Z2, Z3 = U.T @ A, A.T @ A, A.T @ (A / Dp[:, None])
-    R = torch.linalg.solve(torch.eye(U.shape[1], dtype=torch.float64) + c[:, None] * Z1, torch.diag(c))
+    R = torch.linalg.solve(torch.eye(q, dtype=torch.float64) + c[:, None] * Z1, torch.diag(c))
 
-    def norms(rows_T: torch.Tensor) -> torch.Tensor:  # ‖M⁻¹w‖² for each column w of rows_T (d×c)
-        P1, P2 = A.T @ rows_T, (A / Dp[:, None]).T @ rows_T
+    def norms(t0, P1, P2):  # ‖M⁻¹w‖² for each column w
         RP = R @ P1
-        return ((rows_T / Dp[:, None]) ** 2).sum(0) - 2 * (P2 * RP).sum(0) + (RP * (Z2 @ RP)).sum(0)
+        return t0 - 2 * (P2 * RP).sum(0) + (RP * (Z2 @ RP)).sum(0)
 
-    tr_inv = float((1 / Dp).sum() - torch.trace(R @ Z2))
-    fro2 = float((1 / Dp**2).sum() - 2 * torch.trace(R @ Z3) + torch.trace(R @ Z2 @ R.T @ Z2))
-    tr_m2_g0 = gamma * fro2 + float(((mu - gamma) * norms(V)).sum())
-    row_norms = norms(torch.as_tensor(np.asarray(f.Bh)).T)
+    tr_inv = inv1 - float(torch.trace(R @ Z2))
+    fro2 = inv2 - 2 * float(torch.trace(R @ Z3)) + float(torch.trace(R @ Z2 @ R.T @ Z2))
+    tr_m2_g0 = gamma * fro2 + float(((mu - gamma) * norms(t0v, P1v, P2v)).sum())
+    row_norms = norms(t0h, P1h, P2h)
     sizes = torch.tensor(f.heldout_sizes, dtype=torch.float64)
     per_block = torch.zeros(len(f.heldout_sizes), dtype=torch.float64).index_add_(0, f.heldout_group, row_norms)
     slopes = per_block * (f.heldout / sizes) / sigma**2  # Ĥ_b = (h/h_b) Bh_bᵀBh_b
@@ -354,8 +373,8 @@ def _maeng_jackknife(f: LowRankFisher, S: StructuredScore, sigma: float, level: 
 
 
 def _tangent(f: LowRankFisher, S: StructuredScore, sigma: float):
-    """The tangent plane's jackknife at a level, or None (no held-out rows, or rows streamed through a file)."""
-    if not f.heldout or not isinstance(f.B, torch.Tensor):
+    """The tangent plane's jackknife at a level, or None (no held-out rows)."""
+    if not f.heldout:
         return None
     return lambda lv: tangent_jackknife(lambda S_m: _tangent_terms(f, S_m, sigma), f.heldout_sizes, f.d, S, lv)
 

@@ -18,6 +18,31 @@ def _claim(args, path, kind: str = "file") -> Path:
     return path
 
 
+def invocation() -> str:
+    """How to run reconguard again from here: ``reconguard`` when that is on PATH, else the script's own path
+    (``.venv/bin/reconguard`` after ``make demo``), else ``python -m reconguard``."""
+    import os
+    import shlex
+    import shutil
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == "reconguard":
+        on_path = shutil.which("reconguard")
+        if on_path and Path(on_path).resolve() == script.resolve():
+            return "reconguard"
+        return shlex.quote(os.path.relpath(script) if not script.is_absolute() or str(script).startswith(os.getcwd())
+                           else str(script))
+    return f"{shlex.quote(sys.executable)} -m reconguard"
+
+
+def resume_hint(args, prefix: str = "") -> str:
+    """The line that tells an interrupted run how to continue (with --resume)."""
+    import shlex
+
+    argv = " ".join(shlex.quote(a) for a in args._argv)
+    return f"{prefix}resume with: {invocation()} {argv}" + ("" if "--resume" in args._argv else " --resume")
+
+
 def _param_name(prefix: str, args, keys) -> str:
     """``prefix`` plus a short digest of every option in ``keys``: runs with other settings get other files."""
     import hashlib
@@ -28,11 +53,10 @@ def _param_name(prefix: str, args, keys) -> str:
 
 
 def _device(name: str):
-    import torch
+    """``--device`` as a torch device: auto, cpu, cuda or cuda:N, checked against this build and machine."""
+    from ..inputs import check_device
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    return check_device(name)
 
 
 def _labelled_data(name: str, size: int | None, root: str | None):
@@ -101,10 +125,36 @@ class _DefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def _seed_arg(text: str) -> int:
+    from ..errors import ParameterError
+    from ..inputs import check_seed
+
+    try:
+        return check_seed(text, "--seed")
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _device_arg(text: str) -> str:
+    from ..errors import ReconguardError
+
+    try:
+        _device(text)
+    except ReconguardError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def _finish_parser(p: argparse.ArgumentParser) -> None:
-    """Every command shows its defaults; every command that writes (--out) takes --force."""
+    """Every command shows its defaults; every command that writes (--out) takes --force; every --seed and
+    --device is checked as argv is read (the edge: a bad value is one line before any work)."""
     for sp in _subparsers(p):
         sp.formatter_class = _DefaultsFormatter
+        for a in sp._actions:
+            if a.dest == "seed" and a.option_strings:
+                a.type = _seed_arg
+            if a.dest == "device" and a.option_strings:
+                a.type = _device_arg
         for a in sp._actions:
             if a.help is None and a.dest in _HELP:
                 a.help = _HELP[a.dest]

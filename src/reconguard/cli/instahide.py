@@ -46,7 +46,7 @@ def _cmd_challenge(args) -> int:
     from ..encoders.instahide import paper_c1
     from ..experiments.instahide import public_pool
 
-    from ..io import mark_folder
+    from ..io import atomic_directory
 
     data = _labelled_data(args.data, args.size, args.root)
     out = _claim(args, args.out or "runs/challenge", "dir")
@@ -57,9 +57,9 @@ def _cmd_challenge(args) -> int:
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
     scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
                        num_classes=int(data.labels.max()) + 1, public_normalize=args.public_normalize)
-    make_challenge(scheme, data.images, data.labels, args.n, args.T, out, truth, seed=args.seed)
-    for folder in (out, truth):
-        mark_folder(folder, args._command)
+    with atomic_directory(out, args._command, args.force) as tmp_out, \
+            atomic_directory(truth, args._command, args.force) as tmp_truth:  # both or neither, files listed
+        make_challenge(scheme, data.images, data.labels, args.n, args.T, tmp_out, tmp_truth, seed=args.seed)
     print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
           f"ground truth → {truth}/ (keep it apart)")
     return 0

@@ -34,15 +34,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is so that it unwinds like Ctrl-C: locks released, nothing half-written."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. A user's mistake — bad input, a path in the way, a file that is not what it should
-    be, a size that cannot fit — ends with one line ``reconguard: error: …`` and exit 2; Ctrl-C with exit 130."""
+    be, a size that cannot fit — ends with one line ``reconguard: error: …`` and exit 2; Ctrl-C with exit 130,
+    SIGTERM with 143 (the resume hint, the lock released); anything unexpected with one line naming a file that
+    holds the traceback, exit 1."""
     import contextlib
+    import signal
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
-    args._argv, args._command, args._claimed = argv, _command_name(args), []
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
+    args = None
     try:
+        args = build_parser().parse_args(argv)
+        args._argv, args._command, args._claimed = argv, _command_name(args), []
         with contextlib.ExitStack() as stack:
             args._stack = stack
             code = args.func(args)
@@ -53,11 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             return code
     except ReconguardError as exc:
         return _error(str(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        term = isinstance(exc, Terminated)
         hint = getattr(args, "_interrupted_hint", None)
-        print("reconguard: interrupted; " + (hint or "nothing was written (outputs appear only when a run completes)"),
-              file=sys.stderr)
-        return 130
+        print(f"reconguard: {'terminated' if term else 'interrupted'}; "
+              + (hint or "nothing was written (outputs appear only when a run completes)"), file=sys.stderr)
+        return 143 if term else 130
     except MemoryError:
         return _error("out of memory: the sizes asked for do not fit on this machine; lower them (e.g. --m, --size, "
                       "--k, --candidates, n_attack).")
@@ -69,4 +83,33 @@ def main(argv: list[str] | None = None) -> int:
         if "allocate" in text or "out of memory" in text.lower():
             return _error("out of memory: the sizes asked for do not fit on this machine "
                           f"({text.splitlines()[0][:160]}); lower them.")
-        raise
+        return _internal_error(exc)
+    except Exception as exc:  # noqa: BLE001 — the last resort: never a raw traceback for a user
+        return _internal_error(exc)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _internal_error(exc: BaseException) -> int:
+    """One line naming the error and a file with its traceback (a new file in the temporary folder), exit 1."""
+    import tempfile
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        fd, path = tempfile.mkstemp(prefix="reconguard-error-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(f"reconguard {__version__}\nargv: {sys.argv!r}\n\n{text}")
+        where = f"details in {path}"
+    except OSError:
+        where = "the traceback could not be written to a file"
+    first = str(exc).splitlines()[0][:200] if str(exc) else ""
+    print(f"reconguard: internal error: {type(exc).__name__}: {first}; {where} (please report it)", file=sys.stderr)
+    return 1

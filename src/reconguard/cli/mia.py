@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..experiments.params import AttackSettings, MIAParams, RobustSettings
-from .common import _claim, _device, add_run_opts, add_settings_flags
+from .common import resume_hint, _claim, _device, add_run_opts, add_settings_flags
 
 
 def _defense_options(args) -> dict:
@@ -30,22 +30,28 @@ def _cmd_train(args) -> int:
     from ..classifiers import save_classifier
     from ..defenses.registry import defense_class
     from ..experiments.mia import load_split, pretrain_public, train_defended
-    from ..io import atomic_directory, write_json_atomic
+    from ..errors import OutputError
+    from ..io import atomic_directory, owner, remove_owned, write_json_atomic
 
     options = _defense_options(args)
     split = load_split(MIAParams(dataset=args.data, root=args.root, public_root=args.public_root, size=args.size))
     out = _claim(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
     checkpoint = out.parent / f".{out.name}.checkpoint.pt"
     if checkpoint.exists() and not args.resume:
-        checkpoint.unlink()  # a fresh run; --resume continues from it instead
+        remove_owned(checkpoint)  # a fresh run (reconguard's own checkpoint only); --resume continues from it
+    elif args.resume and checkpoint.exists() and owner(checkpoint) is None:
+        raise OutputError(f"{checkpoint} is in the way and was not written by reconguard; move it, or choose "
+                          "another --out.")
     elif args.resume and not checkpoint.exists():
         print(f"reconguard: no checkpoint for {out} yet; starting from epoch 0", file=sys.stderr)
-    args._interrupted_hint = f"resume with: reconguard {' '.join(args._argv)}" + ("" if args.resume else " --resume")
+    args._interrupted_hint = resume_hint(args)
     cls = defense_class(args.defense)
     public_state = None
     if cls.needs_public_model and "pretrained" not in options:
         public_state = pretrain_public(split, args.model, args.width, args.epochs, args.seed, _device(args.device))
-    fit_options = {"batch_size": args.batch_size, "progress": not args.quiet, "checkpoint": checkpoint}
+    fit_options = {"batch_size": args.batch_size, "progress": not args.quiet, "checkpoint": checkpoint,
+                   "settings": {k: v for k, v in sorted(vars(args).items()) if not k.startswith("_") and k not in
+                                ("func", "quiet", "device", "out", "force", "resume", "epochs")}}
     if args.milestones:
         fit_options["milestones"] = args.milestones
     if args.gamma is not None:
@@ -61,7 +67,8 @@ def _cmd_train(args) -> int:
     with atomic_directory(out, args._command, force=args.force) as tmp:
         save_classifier(tmp / "model.pt", inner.cpu(), spec, getattr(defense, "mask", None))
         write_json_atomic(tmp / "result.json", {"spec": spec, "result": row})
-    checkpoint.unlink(missing_ok=True)
+    if checkpoint.exists():
+        remove_owned(checkpoint)
     extras = "".join(f", {k} {v}" for k, v in row.extras.items() if not isinstance(v, list))
     print(f"{args.defense} on {split.summary()}:")
     print(f"  test accuracy {row.test_acc:.3f}, train {row.train_acc:.3f}, validation {row.val_acc:.3f} "

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ..checks import check_positive_int
-from ..errors import CorruptDataError, DataFileNotFoundError
+from ..errors import DataFileNotFoundError
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -46,18 +46,12 @@ class ImageFolder(Dataset):
         return (self.channels, self.size, self.size)
 
     def __getitem__(self, i):
-        from skimage import io, transform
-        from skimage.color import gray2rgb, rgb2gray, rgba2rgb
+        from skimage import transform
+        from skimage.color import gray2rgb, rgb2gray
 
-        try:
-            img = io.imread(self.files[i])
-        except Exception as exc:  # noqa: BLE001 — every decoder failure is the same mistake for the user
-            raise CorruptDataError(f"{self.files[i]} is not a readable image ({type(exc).__name__}); remove or "
-                                   "replace it.") from None
-        if img.ndim not in (2, 3) or img.size == 0:
-            raise CorruptDataError(f"{self.files[i]}: an image of shape {img.shape}; expected H×W or H×W×C.")
-        if img.ndim == 3 and img.shape[2] == 4:
-            img = rgba2rgb(img)
+        from .imagefile import read_image
+
+        img = read_image(self.files[i])  # 8-bit RGB or greyscale, whatever the file's mode
         if self.channels == 3 and img.ndim == 2:
             img = gray2rgb(img)
         if self.channels == 1 and img.ndim == 3:

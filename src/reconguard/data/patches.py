@@ -33,17 +33,13 @@ def _read_images(folder: Path | None):
                 continue
             yield name, np.asarray(img)
         return
-    import cv2
     files = sorted(p for p in Path(folder).rglob("*") if p.suffix.lower() in _EXTENSIONS)
     if not files:
         raise DataFileNotFoundError(f"no images ({', '.join(sorted(_EXTENSIONS))}) found under {folder}.")
+    from .imagefile import read_image
+
     for f in files:
-        img = cv2.imread(str(f), cv2.IMREAD_UNCHANGED)
-        if img is None:
-            raise CorruptDataError(f"{f}: OpenCV cannot read this image.")
-        if img.ndim == 3:
-            img = cv2.cvtColor(img[..., :3], cv2.COLOR_BGR2RGB)
-        yield f.name, img
+        yield f.name, read_image(f)  # 8-bit RGB or greyscale, whatever the file's mode
 
 
 def prepare_public(out: str | Path, folder: str | Path | None = None, *, size: int = 32, channels: int = 3,

@@ -16,6 +16,7 @@ from torch import nn
 from ..bounds import (DEFAULT_LEVEL, FisherEstimate, ceiling, estimate_fisher, estimate_score_matrix, maeng_bound,
                       mse_bound, noiseless_mse_bound, rtc)
 from ..bounds.fisher import default_heldout
+from ..io import discard_tmp
 from ..checks import check_sigma, check_tau
 from ..data import GaussianMixturePrior
 from ..encoders import split_noise
@@ -178,13 +179,12 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> Bo
     store = None
     if stream_rows(prior.dim, k * m):
         import tempfile
-        store = tempfile.mkdtemp(prefix="reconguard-rows-")
+        store = tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp")
     try:
         f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress, store=store)
     except BaseException:
         if store is not None:
-            import shutil
-            shutil.rmtree(store, ignore_errors=True)
+            discard_tmp(store)
         raise
     tau = 0.0 if tau is None else check_tau(tau)
     top = lowrank_ceiling(S)
@@ -193,8 +193,7 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> Bo
         b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
         rows.append(row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, tau, f.m))
     if store is not None:
-        import shutil
-        shutil.rmtree(store, ignore_errors=True)  # the rows' file (the open map stays readable until released)
+        discard_tmp(store)  # the rows' file (the open map stays readable until released)
     how = "streamed through a file" if store is not None else "in memory"
     return BoundReport(type(enc).__name__, prior.name, f.d, f.m, f, rows,
                        {"k": f.k, "heldout": f.heldout, "saturation": f.saturation.to_dict(), "tau": tau, "seed": seed,

@@ -60,6 +60,10 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
     if labels.shape[0] != enc.shape[0]:
         raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {HINT}.")
     given = {"k": k, "mode": mode, "n": n, "c1": c1, "c2": c2, "normalization": normalization}
+    from ..inputs import CHALLENGE_FIELDS, check_fields
+
+    check_fields({key: v for key, v in given.items() if v is not None}, CHALLENGE_FIELDS, "the options given",
+                 "give another value")
     info = read_challenge_info(folder)
     if info is not None:  # the challenge says what it is: a different k / mode / n is a mistake
         for key, value in list(given.items()):
@@ -68,7 +72,7 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
             elif info.get(key) is not None and value != info[key]:
                 raise ParameterError(f"--{key} {value} but {folder}/challenge.json says {key} = {info[key]}; "
                                      f"drop --{key} (it is read from the challenge) or give {info[key]}.")
-    k = int(given["k"] or 4)
+    k = int(4 if given["k"] is None else given["k"])
     return Challenge(folder, enc, labels, k, given["mode"] or "inside", None if given["n"] is None else int(given["n"]),
                      float(given["c1"] or paper_c1(k)), float(0.3 if given["c2"] is None else given["c2"]),
                      given["normalization"] or "dataset")

@@ -17,6 +17,9 @@ from ..errors import ParameterError, UnknownOptionError
 from ..metrics.robustness import ATTACKS, PAPER_EPS
 
 
+SEED_MAX = 2**63 - 1  # torch's generators take a signed 64-bit seed
+
+
 def _ints(default, low=None, high=None):
     return field(default=default, metadata={"range": (low, high), "many": True, "base": int})
 
@@ -120,14 +123,14 @@ class MIAParams:
     root: str | None = None
     public_root: str | None = None
     size: int | None = _int(None, 1, 4096)  # image side: 16 for digits, 224 for folders when not given
-    split_seed: int = _int(0, 0)
+    split_seed: int = _int(0, 0, SEED_MAX)
     arch: str = "resnet18"
     width: int | None = _int(16, 1, 65536)  # ResNet base width (64 = torchvision)
     epochs: int = _int(30, 1, 100_000)
     public_epochs: int | None = _int(None, 0, 100_000)  # TL-DMI's public pre-training (default: epochs)
     lr: float = _float(1e-3, 1e-12, 10.0)
     defenses: tuple = ()           # names or {name, label, options, fit}
-    seeds: tuple = _ints((0,), 0)
+    seeds: tuple = _ints((0,), 0, SEED_MAX)
     randomised: dict | None = None  # {units, treated, control, seed}: appendix H's randomised experiment
     attack: AttackSettings | None = None
     robustness: RobustSettings | None = None
@@ -158,7 +161,7 @@ class SweepParams:
     #                                               heuristic, labelled so, never the default
     n_attack: Any = 64             # attacked samples, or {dataset: n}
     score_samples: int = _int(20000, 2, 10_000_000)  # samples averaged for S
-    seed: int = _int(0, 0)
+    seed: int = _int(0, 0, SEED_MAX)
     score: str = "exact"           # exact | trained | ddpm:DIR
     plot: str = "axis"             # axis | scatter | k | tau
     map_steps: int = _int(500, 1, 1_000_000)  # the MAP attack's Adam steps (A.1.2: 500)
@@ -185,7 +188,7 @@ class AccuracyParams:
     public: Any = None             # cross mode's public pool: "samples" or a prepare-public folder
     dp: dict | None = None         # DP-SGD settings
     lr: float = _float(1e-3, 1e-12, 10.0)
-    seed: int = _int(0, 0)
+    seed: int = _int(0, 0, SEED_MAX)
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ class AttackSuiteParams:
     T: int = _int(25, 1, 100_000)  # encryptions of each
     schemes: tuple = ({"scheme": "instahide", "k": 4},)
     attacks: tuple | None = None   # default: all of the suite's attacks
-    seed: int = _int(0, 0)
+    seed: int = _int(0, 0, SEED_MAX)
     m: int = _int(5, 1, 100_000)   # averaging: neighbours averaged
     demask_epochs: int = _int(10, 1, 100_000)
     demask_images: int | None = _int(None, 1, 10_000_000)  # the demasker's own images (default all)

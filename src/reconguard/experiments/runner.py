@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-import yaml
+from ..inputs import load_yaml, read_text
 
 from ..bounds import score_quality
 from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, UnknownOptionError
@@ -40,17 +40,14 @@ def load_recipe(name_or_path: str | Path) -> dict:
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
             raise DataFileNotFoundError(f"recipe file {path} does not exist.")
-        text, source = path.read_text(encoding="utf-8"), str(path)
+        text, source = read_text(path, "recipe file"), str(path)
     else:
         if str(name_or_path) not in list_recipes():
             raise UnknownOptionError(f"unknown recipe {name_or_path!r}; built-in recipes: {', '.join(list_recipes())} "
                                      "(or give the path of a YAML file).")
         text = (resources.files("reconguard.experiments") / "recipes" / f"{name_or_path}.yaml").read_text(encoding="utf-8")
         source = f"built-in {name_or_path}"
-    try:
-        recipe = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CorruptDataError(f"recipe {source} is not valid YAML: {exc}") from exc
+    recipe = load_yaml(text, f"recipe {source}")  # duplicate keys and alias bombs refused
     if not isinstance(recipe, dict):
         raise CorruptDataError(f"recipe {source} must be a mapping with keys {sorted(_TOP_KEYS)}.")
     unknown = set(recipe) - _TOP_KEYS

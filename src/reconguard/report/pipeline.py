@@ -122,18 +122,16 @@ def run_to_report(recipe: str | Path, preset: str = "cpu", out_dir: str | Path |
     before the run starts (``reconguard.io.check_output``), so a refused folder costs no compute. Finished
     units are kept in ``.<out>.units/`` beside it until the report is written; ``resume`` loads them
     (without it they are cleared first, so a run starts fresh)."""
-    import shutil
-
-    from ..io import check_output
+    from ..io import check_output, remove_owned
 
     out_dir = Path(out_dir) if out_dir is not None else Path("runs") / Path(str(recipe)).stem
     check_output(out_dir, command or f"run {Path(str(recipe)).stem}", force=force)
     units = out_dir.parent / f".{out_dir.name}.units"
     if not resume:
-        shutil.rmtree(units, ignore_errors=True)
+        remove_owned(units)  # reconguard's own units only: a user's folder at that path is refused, never removed
     result = run_recipe(recipe, preset, progress=progress, overrides=overrides, device=device, units=units)
     written = write_report(result, out_dir, command=command, force=force)
-    shutil.rmtree(units, ignore_errors=True)
+    remove_owned(units)
     return result, written
 
 

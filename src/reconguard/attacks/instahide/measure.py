@@ -122,16 +122,13 @@ def make_challenge(scheme, images: torch.Tensor, labels: torch.Tensor, n: int, T
 
 def read_challenge_info(folder: str | Path) -> dict | None:
     """``challenge.json`` of a challenge folder (k, n, T, mode, c1, c2, shape, normalisation), or None."""
-    import json
+
+    from ...inputs import CHALLENGE_FIELDS, check_fields, load_json
 
     path = Path(folder) / "challenge.json"
     if not path.is_file():
         return None
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ShapeError(f"{path} is not valid JSON ({exc}); write the challenge again.") from None
-    return info if isinstance(info, dict) else None
+    return check_fields(load_json(path, "challenge description"), CHALLENGE_FIELDS, str(path))
 
 
 @dataclass(frozen=True)
