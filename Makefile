@@ -4,7 +4,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install bench clean
+.PHONY: demo test install data bench clean
+FASHION := /usr/share/datasets/fashion-mnist
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,10 +17,22 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# Fashion-MNIST (the recipes' `fashion` presets, `--data fashion-mnist`): Debian's dataset-fashion-mnist, installed
+# where apt is available and we are root (as on these machines and in CI); elsewhere the line says what to do.
+data:
+	@if [ -f $(FASHION)/train-images-idx3-ubyte.gz ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
+	   (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
+	  echo "note: could not install dataset-fashion-mnist; its tests skip (see the README: Data)"; \
+	else echo "note: Fashion-MNIST is not installed: sudo apt-get install dataset-fashion-mnist, or pass --root FOLDER" \
+	  "with its four IDX files (see the README: Data)"; fi
+
 demo: $(STAMP)
 	$(VENV)/bin/reconguard demo
+	@echo "run more: $(VENV)/bin/reconguard --help   (or activate the environment first: . $(VENV)/bin/activate)"
 
-test: $(STAMP)
+test: $(STAMP) data
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m pytest -q
 

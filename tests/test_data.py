@@ -127,3 +127,52 @@ def test_smoothing_is_seeded_and_sized():
     b = smooth(x, 0.1, torch.Generator().manual_seed(0))
     assert torch.equal(a, b) and a.shape == x.shape
     assert float((a - x).std()) == pytest.approx(0.1, rel=0.1)
+
+
+# --- Fashion-MNIST (Debian's dataset-fashion-mnist; `make test` installs it where apt is available) ---
+
+def _fashion_or_skip():
+    from reconguard.data.files import FASHION_ROOT
+
+    if not (FASHION_ROOT / "train-images-idx3-ubyte.gz").is_file():
+        pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
+    return FASHION_ROOT
+
+
+def test_fashion_mnist_loads_from_the_debian_package():
+    import gzip
+
+    import numpy as np
+
+    from reconguard.data import load_fashion_mnist, load_named
+
+    root = _fashion_or_skip()
+    train, test = load_fashion_mnist(split="train"), load_named("fashion-mnist", split="test")
+    assert tuple(train.images.shape) == (60000, 1, 28, 28) and tuple(test.images.shape) == (10000, 1, 28, 28)
+    assert sorted(train.labels.unique().tolist()) == list(range(10)) and train.images.dtype == torch.float32
+    raw = np.frombuffer(gzip.open(root / "train-images-idx3-ubyte.gz").read()[16:], np.uint8)
+    assert torch.equal(train.images[123, 0], torch.from_numpy(raw.reshape(-1, 28, 28)[123].astype(np.float32) / 255))
+
+
+def test_fashion_mnist_missing_is_one_clear_error(tmp_path):
+    from reconguard.data import load_fashion_mnist
+    from reconguard.errors import DataFileNotFoundError
+
+    with pytest.raises(DataFileNotFoundError, match="apt-get install dataset-fashion-mnist"):
+        load_fashion_mnist(tmp_path)
+
+
+def test_instahide_challenge_draws_exact_fashion_mnist_images(tmp_path):
+    import numpy as np
+
+    from reconguard.cli import main
+    from reconguard.data import load_fashion_mnist
+
+    _fashion_or_skip()
+    out = tmp_path / "c"
+    assert main(["instahide", "challenge", "--data", "fashion-mnist", "--n", "6", "--T", "2", "--k", "2",
+                 "--out", str(out)]) == 0
+    private = torch.from_numpy(np.load(tmp_path / "c-truth" / "private.npy"))
+    train = load_fashion_mnist().images.reshape(60000, -1)
+    for img in private.reshape(6, -1):
+        assert float(((train - img) ** 2).sum(1).min()) < 1e-10  # each private image is one training image, exactly

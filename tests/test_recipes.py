@@ -10,11 +10,21 @@ from reconguard.experiments import list_recipes, load_recipe, run_recipe
 RECIPES = ["fig2-linear", "fig3-lpips", "fig4-skew", "fig5-dnn", "fig6-lpips-dnn", "fig8-k", "fig9-tau"]
 
 
-def test_all_figures_have_recipes_with_three_presets():
+FASHION = {"fig2-linear", "fig5-dnn", "instahide-accuracy", "instahide-attacks", "mia-instances"}
+
+
+def test_all_figures_have_recipes_with_three_presets_and_fashion_where_asked():
+    from reconguard.experiments.runner import parse_params, recipe_params
+
     others = ["instahide-accuracy", "instahide-attacks", "mia-defenses", "mia-instances", "mia-tradeoff"]
     assert sorted(list_recipes()) == sorted(RECIPES + others)
     for name in RECIPES + others:
-        assert set(load_recipe(name)["presets"]) == {"smoke", "cpu", "paper"}
+        recipe = load_recipe(name)
+        assert set(recipe["presets"]) == {"smoke", "cpu", "paper"} | ({"fashion"} if name in FASHION else set())
+        if name in FASHION:  # the preset validates, and names Fashion-MNIST
+            params = recipe_params(recipe, "fashion", None)
+            parse_params(recipe["kind"], params, name)
+            assert "fashion" in str(params.get("datasets", params.get("dataset")))
 
 
 @pytest.mark.parametrize("name", [r for r in RECIPES if r != "fig9-tau"])

@@ -82,7 +82,8 @@ def _subparsers(p: argparse.ArgumentParser):
 
 
 _HELP = {  # options many commands share, and the few left without a help of their own
-    "data": "dataset: digits ships with scikit-learn; mnist / cifar10 load from --root",
+    "data": "dataset: digits ships with scikit-learn; fashion-mnist from Debian's dataset-fashion-mnist (or --root); "
+            "mnist / cifar10 load from --root",
     "seed": "random seed (same seed, same numbers on the CPU)",
     "quiet": "no progress bars",
     "device": "auto (CUDA when present) | cpu | cuda",
@@ -184,8 +185,11 @@ def _error(message: str, code: int = 2) -> int:
 
 
 def add_data_opts(sp, default_size=None):
-    sp.add_argument("--data", choices=["digits", "mnist", "cifar10"], default="digits")
-    sp.add_argument("--root", help="local folder with the MNIST IDX files / CIFAR-10 batches")
+    from ..data.files import NAMED
+
+    sp.add_argument("--data", choices=list(NAMED), default="digits")
+    sp.add_argument("--root", help="local folder with the MNIST / Fashion-MNIST IDX files or CIFAR-10 batches "
+                    "(fashion-mnist: default Debian's dataset-fashion-mnist folder)")
     sp.add_argument("--size", type=int, default=default_size, help="digits image side (default 8)")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--device", default="auto")

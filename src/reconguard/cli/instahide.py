@@ -205,7 +205,7 @@ def register(sub) -> None:
                     "this many steps on the attacker's own encryptions and start one restart from its clustering")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
-    sp.add_argument("--public", choices=["digits", "mnist", "cifar10"], default="digits",
+    sp.add_argument("--public", choices=["digits", "mnist", "fashion-mnist", "cifar10"], default="digits",
                     help="the attacker's own data of the same kind (signs, statistics, demasker training)")
     sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
     sp.add_argument("--seed", type=int, default=0)

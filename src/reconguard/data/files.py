@@ -2,6 +2,9 @@
 
 * MNIST: the four IDX files (``train-images-idx3-ubyte`` …, optionally ``.gz``), in the folder
   given or in its ``MNIST/raw`` subfolder (torchvision's layout).
+* Fashion-MNIST: the same four IDX files (Zalando's 70,000 28×28 product images, 10 classes); by default from
+  Debian's ``dataset-fashion-mnist`` package (``/usr/share/datasets/fashion-mnist``), else the folder given (or
+  its ``FashionMNIST/raw`` subfolder).
 * CIFAR-10: the python batches (``data_batch_1`` … ``data_batch_5``, ``test_batch``) in the folder
   given or in its ``cifar-10-batches-py`` subfolder. The batches are pickles; they are read with
   an unpickler that only builds dicts, lists, bytes and numpy arrays, so a tampered file cannot
@@ -68,20 +71,43 @@ def _read_idx(path: Path, expect_magic: int, expect_ndim: int) -> np.ndarray:
     return np.frombuffer(body, dtype=np.uint8).reshape(dims)
 
 
-def load_mnist(root: str | Path, split: str = "train") -> ImageDataset:
-    """MNIST from local IDX files as ``N×1×28×28`` float32 in [0, 1] (pixels / 255)."""
+FASHION_ROOT = Path("/usr/share/datasets/fashion-mnist")  # Debian's dataset-fashion-mnist
+FASHION_FORMAT = ("Fashion-MNIST IDX files (train-images-idx3-ubyte.gz …): install them with "
+                  "`apt-get install dataset-fashion-mnist` (Debian/Ubuntu, as root; they land in "
+                  f"{FASHION_ROOT}), or give --root FOLDER holding the four files from "
+                  "github.com/zalandoresearch/fashion-mnist")
+_IDX_SETS = {  # name → (title, subfolders searched, format the error names)
+    "mnist": ("MNIST", [".", "MNIST/raw", "raw"], MNIST_FORMAT),
+    "fashion-mnist": ("Fashion-MNIST", [".", "FashionMNIST/raw", "raw"], FASHION_FORMAT),
+}
+
+
+def load_idx_set(name: str, root: str | Path, split: str = "train") -> ImageDataset:
+    """An MNIST-format data set (``mnist`` or ``fashion-mnist``) from local IDX files as ``N×1×28×28`` float32 in
+    [0, 1] (pixels / 255)."""
+    title, subdirs, fmt = _IDX_SETS[name]
     root, prefix = Path(root), {"train": "train", "test": "t10k"}[_check_split(split)]
-    subdirs = [".", "MNIST/raw", "raw"]
     img_path = _find(root, [f"{prefix}-images-idx3-ubyte", f"{prefix}-images.idx3-ubyte",
-                            f"{prefix}-images-idx3-ubyte.gz"], subdirs, f"MNIST {split} images", MNIST_FORMAT)
+                            f"{prefix}-images-idx3-ubyte.gz"], subdirs, f"{title} {split} images", fmt)
     lab_path = _find(root, [f"{prefix}-labels-idx1-ubyte", f"{prefix}-labels.idx1-ubyte",
-                            f"{prefix}-labels-idx1-ubyte.gz"], subdirs, f"MNIST {split} labels", MNIST_FORMAT)
+                            f"{prefix}-labels-idx1-ubyte.gz"], subdirs, f"{title} {split} labels", fmt)
     images = _read_idx(img_path, 0x00000803, 3)
     labels = _read_idx(lab_path, 0x00000801, 1)
     if images.shape[0] != labels.shape[0]:
         raise CorruptDataError(f"{img_path} holds {images.shape[0]} images but {lab_path} {labels.shape[0]} labels.")
     x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
-    return ImageDataset(x, torch.from_numpy(labels.astype(np.int64)), name=f"mnist-{split}")
+    return ImageDataset(x, torch.from_numpy(labels.astype(np.int64)), name=f"{name}-{split}")
+
+
+def load_mnist(root: str | Path, split: str = "train") -> ImageDataset:
+    """MNIST from local IDX files as ``N×1×28×28`` float32 in [0, 1] (pixels / 255)."""
+    return load_idx_set("mnist", root, split)
+
+
+def load_fashion_mnist(root: str | Path | None = None, split: str = "train") -> ImageDataset:
+    """Fashion-MNIST (60,000 training / 10,000 test 28×28 images of 10 product classes) from ``root``, by default
+    Debian's ``dataset-fashion-mnist`` folder; a missing install is one error that says how to get it."""
+    return load_idx_set("fashion-mnist", FASHION_ROOT if root is None else root, split)
 
 
 class _SafeUnpickler(pickle.Unpickler):
@@ -126,12 +152,13 @@ def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
     return ImageDataset(x, torch.from_numpy(labels), name=f"cifar10-{split}")
 
 
-NAMED = ("digits", "mnist", "cifar10")
+NAMED = ("digits", "mnist", "fashion-mnist", "cifar10")
 
 
-def load_named(name: str, size: int | None = None, root: str | Path | None = None) -> ImageDataset:
-    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``) or ``mnist`` /
-    ``cifar10`` (training split) from the local folder ``root``."""
+def load_named(name: str, size: int | None = None, root: str | Path | None = None,
+               split: str = "train") -> ImageDataset:
+    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``), ``fashion-mnist``
+    (Debian's package, or ``root``), or ``mnist`` / ``cifar10`` from the local folder ``root``."""
     from ..errors import ParameterError
     from .digits import load_digits
 
@@ -139,6 +166,8 @@ def load_named(name: str, size: int | None = None, root: str | Path | None = Non
         return load_digits(size)
     if name not in NAMED:
         raise ParameterError(f"unknown data set {name!r}; choose one of {NAMED}.")
+    if name == "fashion-mnist":
+        return load_fashion_mnist(root, split)
     if root is None:
         raise ParameterError(f"data {name} needs a root folder (--root / --public-root) holding its files.")
-    return (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+    return (load_mnist if name == "mnist" else load_cifar10)(root, split)

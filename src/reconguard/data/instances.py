@@ -51,22 +51,41 @@ def jitter(images: torch.Tensor, copies: int, generator: torch.Generator, streng
 
 def digits_instance_split(size: int = 32, instances: int = 10, copies: int = 40, digits=(0, 1, 2, 3, 4),
                           public_copies: int = 2, seed: int = 0):
-    """:class:`~reconguard.data.splits.MIASplit` of ``instances × len(digits)`` instance classes: of each
-    instance's ``copies``, 70 % train, 15 % validation, 15 % test; public = every other digit image
-    (``public_copies`` jittered copies each), labelled with its digit."""
+    """:func:`instance_split` of scikit-learn's digits (``digit-instances``)."""
+    return instance_split(load_digits(size), "digit-instances", size, instances, copies, digits, public_copies, seed)
+
+
+def fashion_instance_split(size: int = 32, instances: int = 10, copies: int = 40, classes=(0, 1, 2, 3, 4),
+                           public_copies: int = 2, seed: int = 0, root=None, public_limit: int | None = 4000):
+    """:func:`instance_split` of Fashion-MNIST's training images (``fashion-instances``: each private class is one
+    product photo), resized to ``size``; the public pool is at most ``public_limit`` other products."""
+    from .files import load_fashion_mnist
+
+    data = load_fashion_mnist(root, "train")
+    if size != data.images.shape[-1]:
+        data = ImageDataset(F.interpolate(data.images, size=(size, size), mode="bilinear", antialias=True,
+                                          align_corners=False).clamp(0, 1), data.labels, data.name)
+    return instance_split(data, "fashion-instances", size, instances, copies, classes, public_copies, seed,
+                          public_limit)
+
+
+def instance_split(d: ImageDataset, name: str, size: int = 32, instances: int = 10, copies: int = 40,
+                   classes=(0, 1, 2, 3, 4), public_copies: int = 2, seed: int = 0, public_limit: int | None = None):
+    """:class:`~reconguard.data.splits.MIASplit` of ``instances × len(classes)`` instance classes drawn from ``d``:
+    of each instance's ``copies``, 70 % train, 15 % validation, 15 % test; public = the other images of ``d`` (at
+    most ``public_limit``, ``public_copies`` jittered copies each), labelled with their class."""
     from .splits import MIASplit
 
     size, instances, copies = (check_positive_int(v, n) for v, n in ((size, "size"), (instances, "instances"),
                                                                       (copies, "copies")))
     if copies < 4:
         raise ParameterError(f"copies = {copies}: each instance needs at least 4 copies (train, validation, test).")
-    d = load_digits(size)
     g = torch.Generator().manual_seed(seed)
     chosen = []
-    for digit in digits:
-        pool = torch.nonzero(d.labels == digit).squeeze(1)
+    for cls in classes:
+        pool = torch.nonzero(d.labels == cls).squeeze(1)
         if len(pool) < instances:
-            raise ParameterError(f"digit {digit} has {len(pool)} images; instances = {instances} is too many.")
+            raise ParameterError(f"class {cls} has {len(pool)} images; instances = {instances} is too many.")
         chosen.append(pool[torch.randperm(len(pool), generator=g)[:instances]])
     chosen = torch.cat(chosen)
     images = jitter(d.images[chosen], copies, g)
@@ -77,9 +96,12 @@ def digits_instance_split(size: int = 32, instances: int = 10, copies: int = 40,
     train = ~(test | val)
     rest = torch.ones(len(d), dtype=torch.bool)
     rest[chosen] = False
+    rest = torch.nonzero(rest).squeeze(1)
+    if public_limit is not None and len(rest) > public_limit:
+        rest = rest[torch.randperm(len(rest), generator=g)[:public_limit]]
     public = jitter(d.images[rest], public_copies, g, strength=0.5)
     public_labels = d.labels[rest].repeat_interleave(public_copies)
-    name = f"digit-instances{size}"
+    name = f"{name}{size}"
     return MIASplit(ImageDataset(images[train], labels[train], f"{name}-train"),
                     ImageDataset(images[val], labels[val], f"{name}-val"),
                     ImageDataset(images[test], labels[test], f"{name}-test"),

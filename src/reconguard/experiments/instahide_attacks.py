@@ -77,12 +77,30 @@ def _matched_images(recovered: torch.Tensor, truth: torch.Tensor) -> torch.Tenso
     return torch.stack([rec[j] if j >= 0 else blank for j in match.tolist()])
 
 
+def suite_data(p):
+    """The suite's images: digits (8×8, or resized to ``size``) or Fashion-MNIST's 60,000 training images."""
+    if p.dataset == "digits":
+        return load_digits(p.size if p.size not in (None, 8) else None)
+    from ..data import load_named
+    from ..errors import UnknownOptionError
+
+    if p.dataset != "fashion-mnist":
+        raise UnknownOptionError(f"dataset must be digits or fashion-mnist, got {p.dataset!r}.")
+    data = load_named("fashion-mnist", root=p.root)
+    if p.size not in (None, 28):
+        import torch.nn.functional as F
+        from ..data import ImageDataset
+        data = ImageDataset(F.interpolate(data.images, size=(p.size, p.size), mode="bilinear", antialias=True,
+                                          align_corners=False).clamp(0, 1), data.labels, data.name)
+    return data
+
+
 def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, dict]:
     """Every attack on every scheme; ``units`` (a UnitCache) keeps finished schemes for ``--resume``."""
     from .units import UnitCache, plain, restore
 
     units = units or UnitCache(None, {})
-    digits = load_digits(p.size if p.size not in (None, 8) else None)
+    digits = suite_data(p)
     perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(p.seed))
     private, own = digits.subset(perm[:1000]), digits.subset(perm[1000:])
     n, T = p.n, p.T

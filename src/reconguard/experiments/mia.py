@@ -145,9 +145,13 @@ def load_split(p: MIAParams) -> MIASplit:
     if p.dataset == "digit-instances":
         from ..data.instances import digits_instance_split
         return digits_instance_split(int(p.size or 32), p.instances, p.copies, seed=p.split_seed)
+    if p.dataset == "fashion-instances":
+        from ..data.instances import fashion_instance_split
+        return fashion_instance_split(int(p.size or 32), p.instances, p.copies, seed=p.split_seed, root=p.root)
     if p.dataset != "folder":
         from ..errors import UnknownOptionError
-        raise UnknownOptionError(f"dataset must be digits, digit-instances or folder, got {p.dataset!r}.")
+        raise UnknownOptionError(f"dataset must be digits, digit-instances, fashion-instances or folder, got "
+                                 f"{p.dataset!r}.")
     if p.root is None:
         from ..errors import ParameterError
         raise ParameterError("dataset: folder needs root (the private image folder, root/<identity>/<image>).")

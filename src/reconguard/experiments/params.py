@@ -117,7 +117,8 @@ class RobustSettings:
 class MIAParams:
     """A ``mia`` recipe: which defenses are trained on which data, and how their leakage is measured."""
 
-    dataset: str = "digits"        # digits (classes 0–4), digit-instances (one class per digit image), or folder
+    dataset: str = "digits"        # digits (classes 0–4), digit-instances / fashion-instances (one class per digit image /
+    #                                Fashion-MNIST product photo), or folder
     instances: int = _int(10, 1, 150)  # digit-instances: instances of each digit 0–4 (classes = 5 × instances)
     copies: int = _int(40, 4, 10_000)  # digit-instances: augmented copies of each instance
     root: str | None = None
@@ -179,7 +180,7 @@ class AccuracyParams:
 
     dataset: str = "digits"
     size: int = _int(8, 1, 4096)
-    root: str | None = None        # local MNIST / CIFAR-10 folder
+    root: str | None = None        # local MNIST / CIFAR-10 folder (fashion-mnist: default Debian's package folder)
     n: int | None = _int(None, 1, 10_000_000)  # images used (default all)
     methods: tuple = ()            # {method, k, mode}
     epochs: int = _int(20, 1, 100_000)
@@ -195,7 +196,9 @@ class AccuracyParams:
 class AttackSuiteParams:
     """An ``instahide-attacks`` recipe: every attack on challenges of each scheme, scored against the truth."""
 
-    size: int | None = _int(None, 1, 4096)  # digits side (None: the native 8×8)
+    size: int | None = _int(None, 1, 4096)  # image side (None: the data set's own: digits 8×8, Fashion-MNIST 28×28)
+    dataset: str = "digits"        # digits or fashion-mnist (Debian's dataset-fashion-mnist, or root)
+    root: str | None = None
     n: int = _int(20, 1, 10_000_000)  # private images per challenge
     T: int = _int(25, 1, 100_000)  # encryptions of each
     schemes: tuple = ({"scheme": "instahide", "k": 4},)

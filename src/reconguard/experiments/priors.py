@@ -17,13 +17,13 @@ from typing import Callable
 import torch
 
 from ..bounds import ddpm_score, estimate_score_matrix
-from ..data import (DEFAULT_SIGMA_S, GaussianMixturePrior, ImageDataset, gaussian_prior, load_cifar10, load_digits,
-                    load_mnist, smoothed_empirical_prior)
+from ..data import DEFAULT_SIGMA_S, GaussianMixturePrior, ImageDataset, gaussian_prior, load_digits, smoothed_empirical_prior
+from ..data.files import load_named
 from ..errors import ParameterError, UnknownOptionError
 
-DATASETS = ("gaussian", "digits", "mnist", "cifar10")
+DATASETS = ("gaussian", "digits", "mnist", "fashion-mnist", "cifar10")
 DATASET_KEYS = {"gaussian": {"mu", "eta"}, "digits": {"sigma_s"}, "mnist": {"root", "sigma_s", "n"},
-                "cifar10": {"root", "sigma_s", "n"}}
+                "fashion-mnist": {"root", "sigma_s", "n"}, "cifar10": {"root", "sigma_s", "n"}}
 
 
 @dataclass
@@ -46,10 +46,10 @@ def make_prior(name: str, size: int, mu: float = 0.5, eta: float = 0.2, sigma_s:
         return gaussian_prior(mu, eta, channels * size * size), (channels, size, size), None
     if name == "digits":
         ds = load_digits(size)
-    elif name in ("mnist", "cifar10"):
-        if root is None:
+    elif name in ("mnist", "fashion-mnist", "cifar10"):
+        if root is None and name != "fashion-mnist":
             raise ParameterError(f"dataset {name} needs root: the local folder holding its files.")
-        ds = (load_mnist if name == "mnist" else load_cifar10)(root, "train")
+        ds = load_named(name, root=root)
         if n is not None and n < len(ds):
             ds = ds.subset(torch.randperm(len(ds), generator=torch.Generator().manual_seed(0))[:n])
     else:

@@ -22,7 +22,7 @@ from .params import PARAMS, AccuracyParams, SweepParams, _typed, parse_params
 from .sweep import ATTACKS, SweepResult, expand_encoders, run_sweep
 from ..progress import progress as progress_bar
 
-PRESETS = ("smoke", "cpu", "paper")
+PRESETS = ("smoke", "cpu", "paper", "fashion")  # fashion: Fashion-MNIST (Debian's dataset-fashion-mnist) on 2 cores
 PLOTS = ("axis", "scatter", "k", "tau")
 _TOP_KEYS = {"name", "title", "kind", "params", "presets"}
 KINDS = tuple(PARAMS)
