@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/atat.py
 	$(PY) benchmarks/inversion.py
 	$(PY) benchmarks/carlini.py
+	$(PY) benchmarks/demo.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,6 +1,9 @@
 """Issue 2, item 4: bad input gets a clear reconguard error and leaves no partial output."""
 
+import json
 import math
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -116,20 +119,23 @@ def test_cli_error_is_clean_and_leaves_no_output(tmp_path, capsys):
     assert leftovers == []
 
 
-def test_failure_while_writing_report_leaves_previous_output(tmp_path, monkeypatch):
+def test_failure_while_writing_report_leaves_previous_output(tmp_path, monkeypatch, capsys):
     from reconguard.report import pipeline
 
     out = tmp_path / "demo"
     out.mkdir()
     (out / "results.json").write_text("{\"old\": true}")
-    (out / ".reconguard.json").write_text("{\"command\": \"run fig2-linear\"}")  # an earlier demo's folder
+    (out / ".reconguard.json").write_text(json.dumps({"command": "run fig2-linear", "files": {
+        "results.json": "run fig2-linear"}}))  # an earlier demo's folder, its file listed
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(pipeline, "plot_rtc", boom)
-    with pytest.raises(RuntimeError, match="disk full"):
-        main(["demo", "--preset", "smoke", "--out", str(out), "--quiet"])
+    assert main(["demo", "--preset", "smoke", "--out", str(out), "--quiet"]) == 1  # the last-resort handler
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("reconguard: internal error: RuntimeError: disk full; details in ")
+    Path(err[0].split("details in ")[1].split(" (")[0]).unlink()
     assert (out / "results.json").read_text() == "{\"old\": true}"
     # no temp folder nor lock left behind; only the finished units, hidden, for `--resume`
     assert sorted(p.name for p in tmp_path.iterdir()) in (["demo"], [".demo.units", "demo"])

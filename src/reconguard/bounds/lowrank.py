@@ -17,13 +17,8 @@ isotropic case), L a ``d×p`` low-rank part (p = 0 for none). With ``S⁻¹`` by
 with ``VᵀXV = μ^{-½}Qᵀ(BXBᵀ)Qμ^{-½}``. Cost O(n²d + npd) time, O(nd) memory for B (streamed
 through a file for large n: ``store=``), O(n²) for the Grams.
 
-Which way a structured S errs. Every bound above *decreases* as S grows in the Loewner order. So an
-S̃ ⪰ S (the true score matrix) gives bounds that are lower than the true ones: valid, only looser.
-``StructuredScore.isotropic_from(S)`` uses ``λ_max(S)·I ⪰ S`` and ``diagonal_from(S)`` the Gershgorin
-row sums ``D_ii = Σ_j |S_ij|`` (``D − S`` is diagonally dominant, hence ⪰ 0): both conservative. An S̃
-fit to data (a diagonal of ``E[s²]``, a PCA) is not guaranteed ⪰ S: where S̃ ⪯ S it overstates the
-bound, so prefer the conservative constructors unless S is known to have the structure (a Gaussian
-prior N(μ, η²I) is exactly isotropic, ``S = I/η²``).
+A structured S̃ ⪰ S only lowers the bounds (:mod:`reconguard.bounds.structured`); the saturation check and
+the tangent-plane bound of :mod:`reconguard.bounds.saturation` apply here through the Gram blocks.
 """
 
 from __future__ import annotations
@@ -42,90 +37,12 @@ from ..results import Result
 from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready, select_inputs
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
-from .saturation import Saturation, _prefixes, classify, corollary1_rule, corollary2_rule, tangent_jackknife
+from .lowrank_tangent import _saturation, _tangent_terms
+from .saturation import corollary1_rule, corollary2_rule, tangent_jackknife
+from .structured import StructuredScore
 from ..progress import progress as progress_bar
 
 _COLUMN_BLOCK = 8192  # columns of B handled at once in the Gram products
-
-
-@dataclass(frozen=True)
-class StructuredScore:
-    """``S = diag(diag) + L Lᵀ`` (``lowrank``: ``d×p`` or None); see the module docstring."""
-
-    diag: torch.Tensor
-    lowrank: torch.Tensor | None = None
-    kind: str = "diagonal"
-
-    def __post_init__(self):
-        if self.diag.ndim != 1 or not bool((self.diag > 0).all()) or not bool(torch.isfinite(self.diag).all()):
-            raise ParameterError("a structured S needs a finite, positive diagonal.")
-        if self.lowrank is not None and (self.lowrank.ndim != 2 or self.lowrank.shape[0] != self.diag.shape[0]):
-            raise ShapeError(f"the low-rank part of S must be d×p with d = {self.diag.shape[0]}.")
-
-    @property
-    def d(self) -> int:
-        return int(self.diag.shape[0])
-
-    @classmethod
-    def isotropic(cls, s: float, d: int) -> "StructuredScore":
-        """``s·I`` (exact for N(μ, η²I): s = 1/η²)."""
-        return cls(torch.full((check_positive_int(d, "d"),), float(s), dtype=torch.float64), None, "isotropic")
-
-    @classmethod
-    def diagonal(cls, diag) -> "StructuredScore":
-        return cls(torch.as_tensor(diag, dtype=torch.float64).reshape(-1).clone(), None, "diagonal")
-
-    @classmethod
-    def diagonal_plus_lowrank(cls, diag, lowrank) -> "StructuredScore":
-        return cls(torch.as_tensor(diag, dtype=torch.float64).reshape(-1).clone(),
-                   torch.as_tensor(lowrank, dtype=torch.float64), "diagonal+lowrank")
-
-    @classmethod
-    def isotropic_from(cls, S) -> "StructuredScore":
-        """``λ_max(S)·I ⪰ S``: conservative (bounds can only come out lower)."""
-        S = torch.as_tensor(getattr(S, "matrix", S), dtype=torch.float64)
-        return cls.isotropic(float(torch.linalg.eigvalsh(S)[-1]), S.shape[0])
-
-    @classmethod
-    def diagonal_from(cls, S) -> "StructuredScore":
-        """Gershgorin row sums ``D_ii = Σ_j |S_ij| ⪰ S``: conservative."""
-        S = torch.as_tensor(getattr(S, "matrix", S), dtype=torch.float64)
-        return cls.diagonal(S.abs().sum(1))
-
-    def dense(self) -> torch.Tensor:
-        """The d×d matrix (for checks at small d)."""
-        S = torch.diag(self.diag)
-        if self.lowrank is not None:
-            S = S + self.lowrank @ self.lowrank.T
-        return S
-
-    def _core(self) -> torch.Tensor | None:
-        """``(I + LᵀD⁻¹L)⁻¹`` (p×p), cached."""
-        if self.lowrank is None or self.lowrank.shape[1] == 0:
-            return None
-        Ld = self.lowrank / self.diag[:, None]
-        return torch.linalg.inv(torch.eye(self.lowrank.shape[1], dtype=torch.float64) + self.lowrank.T @ Ld)
-
-    def solve(self, X: torch.Tensor, core=None) -> torch.Tensor:
-        """``S⁻¹X`` for ``X``: d×c (Woodbury)."""
-        Y = X / self.diag[:, None]
-        if self.lowrank is None or self.lowrank.shape[1] == 0:
-            return Y
-        core = self._core() if core is None else core
-        return Y - (self.lowrank / self.diag[:, None]) @ (core @ (self.lowrank.T @ Y))
-
-    def trace(self) -> float:
-        t = float(self.diag.sum())
-        return t + (float((self.lowrank ** 2).sum()) if self.lowrank is not None else 0.0)
-
-    def inverse_trace(self) -> float:
-        """``Tr(S⁻¹) = Tr(D⁻¹) − Tr((I + LᵀD⁻¹L)⁻¹ LᵀD⁻²L)``."""
-        t = float((1.0 / self.diag).sum())
-        core = self._core()
-        if core is None:
-            return t
-        L2 = self.lowrank / self.diag[:, None]
-        return t - float(torch.trace(core @ (L2.T @ L2)))
 
 
 @dataclass(frozen=True)
@@ -256,91 +173,6 @@ def _stats(f: LowRankFisher, S: StructuredScore, b: int | None, tau: float):
         A2 = c * W.T @ G2[idx][:, idx] @ W
         f._cache[key] = (mu, (A1 + A1.T) / 2, (A2 + A2.T) / 2)
     return f._cache[key]
-
-
-def _saturation(f: LowRankFisher) -> Saturation:
-    """The check of :mod:`reconguard.bounds.saturation` on Gram blocks: held-out energy outside span(B's rows)."""
-    rank = int(f.range_factor()[0].numel())
-    if not f.heldout:
-        return classify(None, 0, rank, f.d)
-    C, norms = f.cross()
-    total = float(norms.sum())
-
-    def share(rows):
-        _, W = f.range_factor(rows)
-        inside = float(((C[:, rows] @ W) ** 2).sum()) if W.numel() else 0.0
-        return 0.0 if total <= 0 else max(0.0, total - inside) / total
-
-    curve = [(int(sum(f.group_sizes[:j])), share((f.row_group < j).nonzero().reshape(-1)))
-             for j in _prefixes(f.groups)]
-    return classify(share(torch.arange(f.n)), f.heldout, rank, f.d, curve)
-
-
-def _gamma(f: LowRankFisher) -> float:
-    """The anchor's γ from the sample alone: each block's energy outside the other blocks' range, per null
-    direction (as :func:`reconguard.bounds.saturation.anchor_gamma`)."""
-    if "gamma" not in f._cache:
-        rank = int(f.range_factor()[0].numel())
-        unseen = 0.0
-        if f.groups >= 2 and rank < f.d:
-            diag = torch.diagonal(f.K)
-            for b in range(f.groups):
-                own, other = (f.row_group == b).nonzero().reshape(-1), (f.row_group != b).nonzero().reshape(-1)
-                _, W = f.range_factor(other)
-                inside = float(((f.K[own][:, other] @ W) ** 2).sum()) if W.numel() else 0.0
-                unseen += max(0.0, float(diag[own].sum()) - inside)  # rows carry 1/√k: Σ_b (k_b/k)·(k/k_b)·…
-        f._cache["gamma"] = unseen / (f.d - rank) if rank < f.d else 0.0
-    return f._cache["gamma"]
-
-
-def _tangent_terms(f: LowRankFisher, S: StructuredScore, sigma: float) -> tuple[float, torch.Tensor]:
-    """``(Tr(M⁻¹) + Tr(M⁻²G₀)/σ², [Tr(M⁻²Ĥ_b)/σ²]_b)`` for the anchor ``G₀ = γI + V(Λ − γ)Vᵀ`` with ``M = G₀/σ² + S``
-    by Woodbury: ``M = D' + U C Uᵀ``, ``D' = D + γ/σ²``, ``U = [L | V]``, ``C = diag(1, (Λ − γ)/σ²)``,
-    ``M⁻¹ = D'⁻¹ − D'⁻¹U R UᵀD'⁻¹``, ``R = (I + C UᵀD'⁻¹U)⁻¹ C``. For a vector w,
-    ``‖M⁻¹w‖² = ‖D'⁻¹w‖² − 2 (UᵀD'⁻²w)ᵀR(UᵀD'⁻¹w) + (R UᵀD'⁻¹w)ᵀ(UᵀD'⁻²U)(R UᵀD'⁻¹w)``. Every term is a sum over
-    coordinates, accumulated in one pass over column blocks of B (V's rows formed block by block): memory
-    O(block·(p + rank) + (p + rank)²), never d×rank."""
-    gamma = _gamma(f)
-    mu, W = f.range_factor()
-    r = W.shape[1]
-    p = 0 if S.lowrank is None else S.lowrank.shape[1]
-    q = p + r
-    Z1, Z2, Z3 = (torch.zeros(q, q, dtype=torch.float64) for _ in range(3))
-    P1v, P2v, P1h, P2h = (torch.zeros(q, n, dtype=torch.float64) for n in (r, r, f.Bh.shape[0], f.Bh.shape[0]))
-    t0v, t0h = torch.zeros(r, dtype=torch.float64), torch.zeros(f.Bh.shape[0], dtype=torch.float64)
-    inv1 = inv2 = 0.0
-    for (a, Bc), (_, Hc) in zip(f._column_blocks(), f._column_blocks(f.Bh)):
-        sl = slice(a, a + Bc.shape[1])
-        Dp = S.diag[sl] + gamma / sigma**2
-        Vb = Bc.T @ W                                                   # rows of V in this block
-        Ub = torch.cat([S.lowrank[sl], Vb], 1) if p else Vb
-        A1, A2 = Ub / Dp[:, None], Ub / Dp[:, None] ** 2                # D'⁻¹U, D'⁻²U
-        Z1 += Ub.T @ A1
-        Z2 += A1.T @ A1
-        Z3 += A1.T @ (A1 / Dp[:, None])
-        P1v += A1.T @ Vb
-        P2v += A2.T @ Vb
-        t0v += ((Vb / Dp[:, None]) ** 2).sum(0)
-        P1h += A1.T @ Hc.T
-        P2h += A2.T @ Hc.T
-        t0h += ((Hc / Dp[None, :]) ** 2).sum(1)
-        inv1 += float((1 / Dp).sum())
-        inv2 += float((1 / Dp**2).sum())
-    c = torch.cat([torch.ones(p, dtype=torch.float64), (mu - gamma) / sigma**2])
-    R = torch.linalg.solve(torch.eye(q, dtype=torch.float64) + c[:, None] * Z1, torch.diag(c))
-
-    def norms(t0, P1, P2):  # ‖M⁻¹w‖² for each column w
-        RP = R @ P1
-        return t0 - 2 * (P2 * RP).sum(0) + (RP * (Z2 @ RP)).sum(0)
-
-    tr_inv = inv1 - float(torch.trace(R @ Z2))
-    fro2 = inv2 - 2 * float(torch.trace(R @ Z3)) + float(torch.trace(R @ Z2 @ R.T @ Z2))
-    tr_m2_g0 = gamma * fro2 + float(((mu - gamma) * norms(t0v, P1v, P2v)).sum())
-    row_norms = norms(t0h, P1h, P2h)
-    sizes = torch.tensor(f.heldout_sizes, dtype=torch.float64)
-    per_block = torch.zeros(len(f.heldout_sizes), dtype=torch.float64).index_add_(0, f.heldout_group, row_norms)
-    slopes = per_block * (f.heldout / sizes) / sigma**2  # Ĥ_b = (h/h_b) Bh_bᵀBh_b
-    return tr_inv + tr_m2_g0 / sigma**2, slopes
 
 
 def _corollary(f: LowRankFisher, S: StructuredScore, sigma: float, tau: float, b: int | None) -> float:

@@ -61,11 +61,18 @@ class GaussianMixturePrior:
         k = torch.randint(self.n_components, (n,), generator=generator)
         return self.means[k] + self.std * torch.randn(n, self.dim, generator=generator, dtype=torch.float64)
 
+    @property
+    def _means_sq(self) -> torch.Tensor:
+        """``‖m_k‖²`` (cached: the MAP attack asks for the score thousands of times)."""
+        if getattr(self, "_msq", None) is None or self._msq.shape[0] != self.means.shape[0]:
+            self._msq = (self.means * self.means).sum(1)
+        return self._msq
+
     def responsibilities(self, x: torch.Tensor) -> torch.Tensor:
-        """Posterior component weights ``w_k(x)`` (``n×K``)."""
+        """Posterior component weights ``w_k(x)`` (``n×K``); ``‖x‖²`` is constant per row, so it drops out of the
+        softmax."""
         x = self._check_x(x)
-        d2 = (x * x).sum(1, keepdim=True) - 2 * x @ self.means.T + (self.means * self.means).sum(1)
-        return torch.softmax(-d2 / (2 * self.std**2), dim=1)
+        return torch.softmax((x @ self.means.T - 0.5 * self._means_sq) / self.std**2, dim=1)
 
     def score(self, x: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
         """∇ₓ log π(x), ``n×d`` float64 (flattens image batches)."""
@@ -77,7 +84,7 @@ class GaussianMixturePrior:
 
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
         x = self._check_x(x)
-        d2 = (x * x).sum(1, keepdim=True) - 2 * x @ self.means.T + (self.means * self.means).sum(1)
+        d2 = (x * x).sum(1, keepdim=True) - 2 * x @ self.means.T + self._means_sq
         log_norm = -0.5 * self.dim * math.log(2 * math.pi * self.std**2) - math.log(self.n_components)
         return torch.logsumexp(-d2 / (2 * self.std**2), dim=1) + log_norm
 
