@@ -64,7 +64,11 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
         raise UnknownOptionError(f"unknown attacks {sorted(bad)}; choose from {ATTACKS}.")
     start = time.perf_counter()
     ch = load_challenge(folder, k, mode, n)
-    images = load_images(public, size=ch.encryptions.shape[-1], root=public_root)
+    from ..data.datasets import resize_images
+
+    # the attacker's own images, any size and colour, brought to the challenge's
+    images = resize_images(load_images(public, size=ch.encryptions.shape[-1], root=public_root),
+                           ch.encryptions.shape[-1], ch.encryptions.shape[1])
     rows, recovered, ks = [], {}, None
     for name in attacks:
         if name == "ks":

@@ -158,7 +158,9 @@ def _to_unit(arr: np.ndarray, what: str) -> torch.Tensor:
     return x.contiguous()
 
 
-def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _read_folder(folder: Path, size: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Every image of ``folder`` (class sub-folders give labels). With ``size`` each is resized to ``size×size`` and
+    grey and colour images are brought to one channel count (colour wins); without, mixed sizes are refused."""
     from ..data.folder import EXTENSIONS
     from ..data.imagefile import read_image
 
@@ -173,9 +175,15 @@ def _read_folder(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
     images, labels, shapes = [], [], {}
     for label, f in files:
         img = read_image(f)  # 8-bit RGB or greyscale, whatever the file's mode (RGBA, CMYK, palette…)
+        if size is not None and img.shape[:2] != (size, size):
+            from PIL import Image
+            img = np.asarray(Image.fromarray(img).resize((size, size), Image.BILINEAR))
         shapes.setdefault(img.shape, f)
         images.append(img)
         labels.append(label)
+    if size is not None and len({im.ndim for im in images}) > 1:  # grey beside colour: colour wins
+        images = [np.stack([im] * 3, -1) if im.ndim == 2 else im for im in images]
+        shapes = {im.shape: f for im, (_, f) in zip(images, files)}
     if len(shapes) > 1:
         (s1, f1), (s2, f2) = list(shapes.items())[:2]
         raise ShapeError(f"{folder}: images of mixed sizes ({f1.name}: {s1}, {f2.name}: {s2}); resize them to one "
@@ -226,7 +234,7 @@ def load_images(data, *, size: int | None = None, labels: bool = False, root=Non
     else:
         path = Path(data)
         if path.is_dir():
-            x, y = _read_folder(path)
+            x, y = _read_folder(path, size)
         elif not path.exists():
             raise DataFileNotFoundError(f"--data {path}: no such file or folder (give an image folder, a .npy / .npz "
                                         f"array, or one of {BUILTIN_DATA}).")

@@ -59,10 +59,39 @@ def _device(name: str):
     return check_device(name)
 
 
-def _labelled_data(name: str, size: int | None, root: str | None):
-    from ..data import load_named
+def _labelled_data(name: str, size: int | None, root: str | None, need_labels: bool = True):
+    """A named data set (``digits``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
+    folder (class sub-folders give the labels), an ``.npy`` or an ``.npz`` (``images`` and ``labels``), resized to
+    ``size`` when given."""
+    from ..data import ImageDataset, load_named
+    from ..data.datasets import resize_images
+    from ..data.files import NAMED
 
-    return load_named(name, size, root)
+    if name in NAMED:
+        return load_named(name, size, root)
+    from ..audit.loading import load_images
+    from ..errors import ParameterError
+
+    x, y = load_images(name, labels=True, size=size)  # a folder of mixed sizes is resized image by image
+    x = resize_images(x, size)
+    if y is None:
+        import torch
+
+        if need_labels:
+            raise ParameterError(f"--data {name}: no labels; give class sub-folders ({name}/<class>/<image>) or an "
+                                 ".npz with 'images' and 'labels'.")
+        y = torch.zeros(len(x), dtype=torch.long)
+    return ImageDataset(x, y, name=Path(str(name)).stem)
+
+
+def data_arg(text: str) -> str:
+    """``--data`` / ``--public``: a named data set, or a folder / .npy / .npz that exists."""
+    from ..data.files import NAMED
+
+    if text in NAMED or Path(text).exists():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is neither one of {', '.join(NAMED)} nor an existing image folder, "
+                                     ".npy or .npz")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,9 +214,8 @@ def _error(message: str, code: int = 2) -> int:
 
 
 def add_data_opts(sp, default_size=None):
-    from ..data.files import NAMED
-
-    sp.add_argument("--data", choices=list(NAMED), default="digits")
+    sp.add_argument("--data", type=data_arg, default="digits", help="digits, fashion-mnist, mnist, cifar10, or your "
+                    "own images: a folder (class sub-folders give the labels), an .npy or an .npz (images, labels)")
     sp.add_argument("--root", help="local folder with the MNIST / Fashion-MNIST IDX files or CIFAR-10 batches "
                     "(fashion-mnist: default Debian's dataset-fashion-mnist folder)")
     sp.add_argument("--size", type=int, default=default_size, help="digits image side (default 8)")

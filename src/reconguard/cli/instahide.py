@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from .common import _claim, _device, _labelled_data, _param_name, add_data_opts
+from .common import _claim, _device, _labelled_data, _param_name, add_data_opts, data_arg
 
 
 def _cmd_prepare_public(args) -> int:
@@ -113,8 +113,11 @@ def _cmd_instahide_attack(args) -> int:
     out = _claim(args, args.out or ch.folder.parent / (_param_name(
         f"{ch.folder.name}-{args.method}-k{ch.k}-{ch.mode}", args,
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
-    size = ch.encryptions.shape[-1] if args.public == "digits" else None
-    public = _labelled_data(args.public, size, args.public_root).images
+    from ..data.datasets import resize_images
+
+    # the attacker's own images, any size and colour: brought to the challenge's once, here
+    public = _labelled_data(args.public, ch.encryptions.shape[-1], args.public_root, need_labels=False).images
+    public = resize_images(public, ch.encryptions.shape[-1], ch.encryptions.shape[1])
     r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
                          noise_rank=args.noise_rank, splits=args.splits, label_free=args.label_free,
                          similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
@@ -205,8 +208,9 @@ def register(sub) -> None:
                     "this many steps on the attacker's own encryptions and start one restart from its clustering")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
-    sp.add_argument("--public", choices=["digits", "mnist", "fashion-mnist", "cifar10"], default="digits",
-                    help="the attacker's own data of the same kind (signs, statistics, demasker training)")
+    sp.add_argument("--public", type=data_arg, default="digits",
+                    help="the attacker's own data of the same kind (signs, statistics, demasker training): digits, "
+                    "fashion-mnist, mnist, cifar10, or a folder / .npy / .npz of your images (any size: resized)")
     sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")

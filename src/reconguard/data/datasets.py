@@ -50,3 +50,16 @@ class ImageDataset(Dataset):
 
     def __repr__(self) -> str:
         return f"ImageDataset({self.name!r}, n={len(self)}, shape={self.shape})"
+
+
+def resize_images(images: torch.Tensor, size: int | None = None, channels: int | None = None) -> torch.Tensor:
+    """``N×C×H×W`` images resized to ``size×size`` (bilinear, antialiased, kept in [0, 1]) and converted to
+    ``channels`` (grey → RGB by repetition, RGB → grey by the mean), each only where it differs."""
+    import torch.nn.functional as F
+
+    if size is not None and tuple(images.shape[-2:]) != (size, size):
+        images = F.interpolate(images, size=(size, size), mode="bilinear", antialias=True,
+                               align_corners=False).clamp(0, 1)
+    if channels is not None and images.shape[1] != channels:
+        images = images.mean(1, keepdim=True) if channels == 1 else images[:, :1].expand(-1, channels, -1, -1)
+    return images.contiguous()

@@ -63,8 +63,8 @@ def fashion_instance_split(size: int = 32, instances: int = 10, copies: int = 40
 
     data = load_fashion_mnist(root, "train")
     if size != data.images.shape[-1]:
-        data = ImageDataset(F.interpolate(data.images, size=(size, size), mode="bilinear", antialias=True,
-                                          align_corners=False).clamp(0, 1), data.labels, data.name)
+        from .datasets import resize_images
+        data = ImageDataset(resize_images(data.images, size), data.labels, data.name)
     return instance_split(data, "fashion-instances", size, instances, copies, classes, public_copies, seed,
                           public_limit)
 
