@@ -61,3 +61,59 @@ def test_an_npz_with_labels_is_a_dataset_and_one_without_is_refused_for_a_challe
     assert "no labels" in capsys.readouterr().err and not (tmp_path / "d").exists()
     with pytest.raises(SystemExit):
         main(["instahide", "challenge", "--data", str(tmp_path / "missing.npz"), "--out", str(tmp_path / "e")])
+
+
+_NET = '''
+import torch
+from torch import nn
+
+MEAN, STD = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return x + torch.tanh(self.bn(self.conv(x)))
+
+
+class Net(nn.Module):
+    """Expects ImageNet-normalised inputs: its first BatchNorm's running statistics are those of such inputs."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.bn0 = nn.BatchNorm2d(3)
+        self.bn0.running_mean.copy_((0.45 - MEAN) / STD)
+        self.bn0.running_var.copy_((0.25 / STD) ** 2)
+        self.stem, self.block = nn.Conv2d(3, 4, 3, stride=2, padding=1), Block(4)
+        self.head = nn.Linear(4 * 8 * 8, 24)
+
+    def forward(self, x):
+        return self.head(self.block(self.stem(self.bn0(x))).flatten(1))
+'''
+
+
+def test_audit_of_a_normalised_encoder_records_its_convention_and_warns_without_it(photos, tmp_path, capsys):
+    (tmp_path / "net.py").write_text(_NET)
+    out = tmp_path / "a"
+    assert main(["audit", "encoder", "--model", str(tmp_path / "net.py") + ":Net", "--data", str(photos / "private"),
+                 "--normalize", "imagenet", "--preset", "smoke", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" not in err
+    res = json.loads((out / "results.json").read_text())
+    assert res["normalize"]["name"] == "imagenet" and res["normalize"]["std"] == pytest.approx([0.229, 0.224, 0.225])
+    assert "imagenet" in (out / "report.html").read_text()
+    for row in res["rows"]:  # bound below every attack and the guess, all in [0, 1] pixels
+        assert all(a["mse"] >= row["bound"]["value"] - 3 * (a["stderr"] or 0) for a in row["attacks"])
+        assert row["baseline"]["mse"] < 1.0
+    # the same model fed raw [0, 1] pixels: one warning line names the likely cause
+    assert main(["audit", "encoder", "--model", str(tmp_path / "net.py") + ":Net", "--data", str(photos / "private"),
+                 "--preset", "smoke", "--out", str(tmp_path / "b")]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and "--normalize" in err[0]
+    assert main(["audit", "encoder", "--model", str(tmp_path / "net.py") + ":Net", "--data", str(photos / "private"),
+                 "--normalize", "0.5,0.5:0.2", "--out", str(tmp_path / "c")]) == 2  # 2 means for 3 channels
+    assert "per channel" in capsys.readouterr().err and not (tmp_path / "c").exists()

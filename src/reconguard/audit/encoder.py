@@ -92,6 +92,8 @@ class EncoderAudit(Result):
     rows: list
     seconds: float
     examples: dict = field(default_factory=dict)  # σ → {"originals", "reconstructions", "attack"}
+    normalize: dict | None = None  # the pixel convention applied inside the model (MSE stays in [0, 1] pixels)
+    warnings: tuple = ()
     _skip_in_dict = ("examples",)
 
     kind = "encoder"
@@ -118,9 +120,11 @@ def _score(score: str, prior, train: torch.Tensor, sigma_s: float, epochs: int, 
 
 
 def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "exact", sigma_s: float = 0.1,
-            weights=None, device=None, seed: int = 0, progress: bool = False) -> EncoderAudit:
+            weights=None, device=None, seed: int = 0, progress: bool = False, normalize=None) -> EncoderAudit:
     """Audit ``model`` (an ``nn.Module``, or a spec for :func:`~reconguard.audit.loading.load_model`) on ``data``
-    (a tensor, an array, an image folder, a ``.npy`` / ``.npz`` file, or ``"digits"``)."""
+    (a tensor, an array, an image folder, a ``.npy`` / ``.npz`` file, or ``"digits"``). ``normalize``: the pixel
+    convention the model expects (``imagenet``, ``symmetric``, ``MEANS:STDS``; :mod:`reconguard.nn.normalize`),
+    applied inside the audited model so that images, attacks and MSE stay in [0, 1] pixels."""
     from ..attacks.reconstruction import DecoderAttack, map_attack_sweep
     from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, score_quality
     from ..checks import check_sigma
@@ -135,8 +139,16 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     start = time.perf_counter()
     sigmas = sorted({check_sigma(s) for s in sigmas})
     name = model if isinstance(model, str) else type(model).__name__
+    from ..inputs import check_normalize
+    from ..nn.normalize import Normalize, first_batchnorm_mismatch
+
     module = load_model(model, weights)
     images = load_images(data)
+    norm = check_normalize(normalize, int(images.shape[1]))
+    if norm is not None:
+        module = torch.nn.Sequential(Normalize(norm[1], norm[2], norm[0]), module).eval()
+    warning = first_batchnorm_mismatch(module, images[:min(64, len(images))].to(
+        next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)))
     device = torch.device(device) if device is not None else torch.device("cpu")
     module.to(device)
     wrapped, m = probe(module, images)
@@ -201,4 +213,5 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
         examples[sigma] = {"originals": held[:8], "reconstructions": recon[best][:8].reshape(-1, *in_shape).clamp(0, 1),
                            "attack": best}
     return EncoderAudit(str(name), in_shape, d, m, n, n_attack, preset, prior.name,
-                        score, quality, "dense (d×d E[G] and S)", rows, time.perf_counter() - start, examples)
+                        score, quality, "dense (d×d E[G] and S)", rows, time.perf_counter() - start, examples,
+                        module[0].describe() if norm is not None else None, (warning,) if warning else ())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from .common import _claim, _device
 
 _OUT = "report folder: report.html (verdict on top), PNG plots, results.json (default runs/audit/<kind>)"
@@ -21,7 +23,9 @@ def _cmd_encoder(args) -> int:
     args._out = _claim(args, args.out or "runs/audit/encoder", "dir")
     result = audit.encoder(args.model, args.data, sigmas=args.sigma, preset=args.preset, score=args.score,
                            sigma_s=args.sigma_s, weights=args.weights, device=_device(args.device), seed=args.seed,
-                           progress=not args.quiet)
+                           progress=not args.quiet, normalize=args.normalize)
+    for warning in result.warnings:
+        print(f"reconguard: warning: {warning}", file=sys.stderr)
     return _write(args, result, "encoder")
 
 
@@ -73,6 +77,9 @@ def register(sub) -> None:
     sp.add_argument("--score", default="exact", help="the prior's score: exact (the smoothed empirical prior of "
                     "your images), trained (a denoising score model on them) or ddpm:DIR (a local DDPM)")
     sp.add_argument("--sigma-s", type=float, default=0.1, help="smoothing noise of the prior π (pixel units)")
+    sp.add_argument("--normalize", default="none", help="the pixel convention your model expects: none, imagenet, "
+                    "symmetric ([-1, 1]) or MEANS:STDS per channel; applied inside the model, so images, attacks and "
+                    "MSE stay in [0, 1] pixels (recorded in results.json)")
     sp.add_argument("--preset", choices=tuple(PRESETS), default="cpu",
                     help="smoke (seconds), cpu (minutes on 2 cores), paper (a GPU)")
     _common(sp, _cmd_encoder)

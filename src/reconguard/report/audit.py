@@ -89,7 +89,9 @@ def render_encoder_audit(result, figures) -> str:
     q = result.score_quality
     return f"""{page_start("Audit: your encoder")}
 <p><code>{html.escape(result.model)}</code> on {result.n_images} images of shape {tuple(result.in_shape)}
-(d = {result.d}, embedding m = {result.m}); preset <code>{result.preset}</code>; {result.seconds:.0f} s.</p>
+(d = {result.d}, embedding m = {result.m}); preset <code>{result.preset}</code>; {result.seconds:.0f} s.
+Pixel convention fed to the model: {_normalization(result)}.</p>
+{"".join(f"<p class='bad'>warning: {html.escape(w)}</p>" for w in getattr(result, "warnings", ()))}
 <h2>Verdict</h2>
 <table>{_head(head)}{"".join(body)}</table>
 <p class="note"><b>Lower bound</b>: no attacker reconstructs images of the prior π with a smaller mean squared error
@@ -108,6 +110,14 @@ tangent-plane bound or Theorem 1 (σ &gt; 0) or 0 (σ = 0), which stay valid, an
 sampling-noise floor {fmt(q.get('noise_floor'))}: {fmt(q.get('fraction_below_floor'))} (a correct S has none beyond
 noise). Bound path: {html.escape(result.bound_path)}.</p>
 {_foot(figures)}"""
+
+
+def _normalization(result) -> str:
+    norm = getattr(result, "normalize", None)
+    if not norm:
+        return "none — the model takes [0, 1] pixels (give --normalize if it expects another convention)"
+    return (f"{html.escape(norm['name'])} (mean {norm['mean']}, std {norm['std']}), applied inside the audited model: "
+            "every MSE is in [0, 1] pixels")
 
 
 def encoder_audit_summary(result, out_dir=None) -> str:

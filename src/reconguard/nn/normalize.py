@@ -1,0 +1,65 @@
+"""The pixel convention a user's model expects, applied inside the model: images stay float ``[0, 1]`` everywhere
+in reconguard (bounds, attacks, MSE), and ``Normalize`` maps them to the model's own inputs,
+``(x − mean_c) / std_c`` per channel — ImageNet's statistics, ``symmetric`` ([−1, 1]: mean 0.5, std 0.5), or the
+user's. A bound or attack on ``Sequential(Normalize(…), model)`` is a bound on the error in [0, 1] pixels."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+CONVENTIONS = {
+    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+    "symmetric": ((0.5,), (0.5,)),
+}
+
+
+class Normalize(nn.Module):
+    """``(x − mean) / std`` per channel (a single value applies to every channel)."""
+
+    def __init__(self, mean, std, name: str = ""):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).reshape(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).reshape(1, -1, 1, 1))
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean.to(x.dtype)) / self.std.to(x.dtype)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "mean": self.mean.reshape(-1).tolist(), "std": self.std.reshape(-1).tolist()}
+
+
+def first_batchnorm_mismatch(model: nn.Module, x: torch.Tensor) -> str | None:
+    """A warning when the model's first BatchNorm sees inputs whose statistics are grossly unlike its running
+    statistics (mean off by more than 3 running standard deviations on average, or variance off by 10×): the
+    model is probably being fed the wrong pixel convention. None when it looks right or there is no BatchNorm."""
+    bn = next((m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)
+               and m.track_running_stats and m.running_mean is not None), None)
+    if bn is None:
+        return None
+    seen = {}
+
+    def hook(_, inputs):
+        z = inputs[0].detach().float()
+        dims = [0] + list(range(2, z.ndim))
+        seen["mean"], seen["var"] = z.mean(dims), z.var(dims)
+
+    handle = bn.register_forward_pre_hook(hook)
+    try:
+        was = model.training
+        model.eval()
+        with torch.no_grad():
+            model(x)
+        model.train(was)
+    finally:
+        handle.remove()
+    if not seen:
+        return None
+    rm, rv = bn.running_mean.float().cpu(), bn.running_var.float().cpu().clamp_min(1e-12)
+    shift = float(((seen["mean"].cpu() - rm).abs() / rv.sqrt()).mean())
+    ratio = float((seen["var"].cpu().clamp_min(1e-12) / rv).mean())
+    if shift > 3 or not 0.1 <= ratio <= 10:
+        return (f"the model's first BatchNorm sees inputs unlike its running statistics (mean off by {shift:.1f} "
+                f"running s.d., variance ×{ratio:.3g}): is --normalize the convention it was trained with?")
+    return None
