@@ -117,3 +117,21 @@ def test_audit_of_a_normalised_encoder_records_its_convention_and_warns_without_
     assert main(["audit", "encoder", "--model", str(tmp_path / "net.py") + ":Net", "--data", str(photos / "private"),
                  "--normalize", "0.5,0.5:0.2", "--out", str(tmp_path / "c")]) == 2  # 2 means for 3 channels
     assert "per channel" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_audit_on_the_lowrank_path_meets_its_closed_form_and_stays_below_every_attack(photos, tmp_path):
+    """The low-rank path (chosen automatically where d×d does not fit; forced here at 3×16×16) uses S̃ = I/σ_s² ⪰ S
+    (conservative). This encoder's stem is linear 768 → 256, so E[G] has rank ≤ 256 < k·m = 576: the sample is
+    saturated and Corollary 2 under S̃ is exactly (d − 256)·σ_s²/d."""
+    from reconguard import audit
+
+    (tmp_path / "net.py").write_text(_NET)
+    low = audit.encoder(str(tmp_path / "net.py") + ":Net", str(photos / "private"), path="lowrank",
+                        sigmas=(0.0, 0.01), preset="smoke", normalize="imagenet", seed=0)
+    assert low.bound_path.startswith("low-rank") and "S̃ = I/σ_s²" in low.bound_path and "saturated" in low.bound_path
+    assert low.normalize["name"] == "imagenet"
+    zero = low.rows[0]
+    assert zero.bound["kind"] == "corollary 2" and zero.bound["rank"] == 256
+    assert zero.bound["value"] == pytest.approx((768 - 256) * 0.1**2 / 768, rel=1e-6)
+    for row in low.rows:
+        assert all(a.mse >= row.bound["value"] - 3 * a.stderr for a in row.attacks)

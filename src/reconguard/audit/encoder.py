@@ -119,18 +119,68 @@ def _score(score: str, prior, train: torch.Tensor, sigma_s: float, epochs: int, 
     raise UnknownOptionError(f"score must be one of {SCORES}, got {score!r}.")
 
 
+def _bounds(wrapped, prior, score_fn, exact: bool, cfg: dict, d: int, m: int, sigma_s: float, seed: int, device,
+            progress: bool, scripted: bool, sigmas, path: str = "auto"):
+    """``({σ: BoundRow}, score quality, path)``: the dense path (d×d E[G] and S) where it fits, else the
+    low-rank path with ``S̃ = I/σ_s²``. Why S̃ is conservative: π = (1/n)Σ N(x_i, σ_s²I) has score
+    ``s = Σ_i r_i(x) s_i(x)`` (r_i the posterior weights), so ``s sᵀ ⪯ Σ_i r_i s_i s_iᵀ`` pointwise (vvᵀ is convex)
+    and ``S = E_π[s sᵀ] ⪯ (1/n) Σ_i E_{N(x_i, σ_s²I)}[s_i s_iᵀ] = I/σ_s²``; every bound decreases as S grows, so
+    bounds with S̃ ⪰ S are valid, only lower."""
+    from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, score_quality
+    from ..bounds.fisher import default_heldout
+    from ..experiments.bound import bound_row, choose_path, row_from, stream_rows
+
+    n_fisher = cfg["k"] + default_heldout(cfg["k"])  # k inputs for E[G] and its saturation check's held-out ones
+    if choose_path(d, cfg["k"] * m, path) == "dense":
+        n_s = max(cfg["score_samples"], 2 * d + 100)  # S = E[s sᵀ] is d×d: a mean of fewer than d terms is singular
+        samples = prior.sample(max(n_fisher, n_s), generator=torch.Generator().manual_seed(seed + 1))
+        with torch.no_grad():
+            S = estimate_score_matrix(prior, n=n_s, seed=seed + 2) if exact else estimate_score_matrix(score_fn,
+                                                                                                       samples[:n_s])
+        quality = score_quality(S, samples[:n_s]).to_dict()
+        quality.pop("eigenvalues", None)
+        fisher = estimate_fisher(wrapped, samples[:n_fisher].to(torch.float32), k=cfg["k"], seed=seed,
+                                 method="loop" if scripted else "auto", device=device, progress=progress)
+        top = ceiling(S)
+        return {sigma: bound_row(fisher, S, top, sigma, 0.0) for sigma in sigmas}, quality, "dense (d×d E[G] and S)"
+    import tempfile
+
+    from ..bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
+                                  lowrank_mse_bound, lowrank_noiseless_bound)
+    from ..io import discard_tmp
+
+    S = StructuredScore.isotropic(1.0 / sigma_s**2, d)
+    samples = prior.sample(n_fisher, generator=torch.Generator().manual_seed(seed + 1)).to(torch.float32)
+    store = tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp") if stream_rows(d, n_fisher * m) else None
+    try:
+        f = estimate_fisher_lowrank(wrapped, samples, k=cfg["k"], seed=seed, device=device, store=store,
+                                    progress=progress)
+        top = lowrank_ceiling(S)
+        rows = {}
+        for sigma in sigmas:  # while the rows (in memory or a file) are at hand
+            b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S)
+            rows[sigma] = row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, 0.0, f.m)
+        quality = {"structure": "isotropic S̃ = I/σ_s² ⪰ S (convexity of Fisher information: conservative)",
+                   "sigma_s": sigma_s, "note": "the d×d check of §6.4.1 is not computed at this size"}
+        path = (f"low-rank (Gram of the {f.n} Jacobian rows{', streamed through a file' if store else ''}; "
+                f"S̃ = I/σ_s² ⪰ S; E[G] sample {f.saturation.describe()})")
+        return rows, quality, path
+    finally:
+        if store is not None:
+            discard_tmp(store)
+
+
 def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "exact", sigma_s: float = 0.1,
-            weights=None, device=None, seed: int = 0, progress: bool = False, normalize=None) -> EncoderAudit:
+            weights=None, device=None, seed: int = 0, progress: bool = False, normalize=None,
+            path: str = "auto") -> EncoderAudit:
     """Audit ``model`` (an ``nn.Module``, or a spec for :func:`~reconguard.audit.loading.load_model`) on ``data``
     (a tensor, an array, an image folder, a ``.npy`` / ``.npz`` file, or ``"digits"``). ``normalize``: the pixel
     convention the model expects (``imagenet``, ``symmetric``, ``MEANS:STDS``; :mod:`reconguard.nn.normalize`),
-    applied inside the audited model so that images, attacks and MSE stay in [0, 1] pixels."""
+    applied inside the audited model so that images, attacks and MSE stay in [0, 1] pixels. ``path``: ``auto``
+    (dense d×d E[G] and S where they fit in half the memory, else low-rank), ``dense`` or ``lowrank``."""
     from ..attacks.reconstruction import DecoderAttack, map_attack_sweep
-    from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, score_quality
     from ..checks import check_sigma
     from ..data import smoothed_empirical_prior
-    from ..bounds.fisher import default_heldout
-    from ..experiments.bound import bound_row, choose_path
     from ..metrics import mse
 
     if preset not in PRESETS:
@@ -160,33 +210,17 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     if len(train) < 2:
         raise ParameterError(f"{n} images leave too few to build the prior from; give more images.")
     in_shape, d = tuple(images.shape[1:]), int(images[0].numel())
-    path = choose_path(d, cfg["k"] * m)
-    if path != "dense":
-        raise ParameterError(f"images of {d} pixels need the low-rank path, which needs an isotropic Gaussian prior; "
-                             "audit smaller images (e.g. resize to 64×64) or use `reconguard bound --path lowrank`.")
     prior = smoothed_empirical_prior(train, sigma_s, name="your images")
     score_fn, exact = _score(score, prior, train, sigma_s, cfg["score_epochs"], seed, device, progress)
-    n_s = max(cfg["score_samples"], 2 * d + 100)  # S = E[s sᵀ] is d×d: a Monte-Carlo mean of fewer than d terms
-    n_fisher = cfg["k"] + default_heldout(cfg["k"])  # k inputs for E[G] and its saturation check's held-out ones
-    samples = prior.sample(max(n_fisher, n_s), generator=torch.Generator().manual_seed(seed + 1))  # is singular
-    with torch.no_grad():
-        if exact:
-            S = estimate_score_matrix(prior, n=n_s, seed=seed + 2)
-        else:
-            S = estimate_score_matrix(score_fn, samples[:n_s])
-    quality = score_quality(S, samples[:n_s]).to_dict()
-    quality.pop("eigenvalues", None)
-    method = "loop" if isinstance(module, torch.jit.ScriptModule) else "auto"
-    fisher = estimate_fisher(wrapped, samples[:n_fisher].to(torch.float32), k=cfg["k"], seed=seed, method=method,
-                             device=device, progress=progress)
-    top = ceiling(S)
+    bound_rows, quality, bound_path = _bounds(wrapped, prior, score_fn, exact, cfg, d, m, sigma_s, seed, device,
+                                              progress, isinstance(module, torch.jit.ScriptModule), sigmas, path)
     x = held.reshape(n_attack, -1)
     guess = train.reshape(len(train), -1).mean(0, keepdim=True).expand_as(x)
     base = mse(guess, x)
     baseline = AttackScore("baseline: the mean image (a guess)", base.mean, base.stderr)
     rows, examples = [], {}
     for i, sigma in enumerate(sigmas):
-        row = bound_row(fisher, S, top, sigma, 0.0)
+        row = bound_rows[sigma]
         gs = torch.Generator().manual_seed(seed + 100 + i)
         with torch.no_grad():
             e = wrapped(held.to(device)).float().cpu()
@@ -213,5 +247,5 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
         examples[sigma] = {"originals": held[:8], "reconstructions": recon[best][:8].reshape(-1, *in_shape).clamp(0, 1),
                            "attack": best}
     return EncoderAudit(str(name), in_shape, d, m, n, n_attack, preset, prior.name,
-                        score, quality, "dense (d×d E[G] and S)", rows, time.perf_counter() - start, examples,
+                        score, quality, bound_path, rows, time.perf_counter() - start, examples,
                         module[0].describe() if norm is not None else None, (warning,) if warning else ())

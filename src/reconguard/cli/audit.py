@@ -23,7 +23,7 @@ def _cmd_encoder(args) -> int:
     args._out = _claim(args, args.out or "runs/audit/encoder", "dir")
     result = audit.encoder(args.model, args.data, sigmas=args.sigma, preset=args.preset, score=args.score,
                            sigma_s=args.sigma_s, weights=args.weights, device=_device(args.device), seed=args.seed,
-                           progress=not args.quiet, normalize=args.normalize)
+                           progress=not args.quiet, normalize=args.normalize, path=args.path)
     for warning in result.warnings:
         print(f"reconguard: warning: {warning}", file=sys.stderr)
     return _write(args, result, "encoder")
@@ -80,6 +80,9 @@ def register(sub) -> None:
     sp.add_argument("--normalize", default="none", help="the pixel convention your model expects: none, imagenet, "
                     "symmetric ([-1, 1]) or MEANS:STDS per channel; applied inside the model, so images, attacks and "
                     "MSE stay in [0, 1] pixels (recorded in results.json)")
+    sp.add_argument("--path", choices=["auto", "dense", "lowrank"], default="auto", help="dense: d×d E[G] and S; "
+                    "lowrank: E[G] as the Gram of its Jacobian rows with S̃ = I/σ_s² (⪰ the prior's S: conservative), "
+                    "for images as large as 3×224×224; auto: dense where it fits in half the memory")
     sp.add_argument("--preset", choices=tuple(PRESETS), default="cpu",
                     help="smoke (seconds), cpu (minutes on 2 cores), paper (a GPU)")
     _common(sp, _cmd_encoder)
