@@ -238,6 +238,19 @@ def _slowed(module: str, attr: str, seconds: float, args: list) -> list:
     return [sys.executable, "-c", code]
 
 
+def _demo_until_its_first_unit(work, out: str, seconds: float):
+    """``demo --out OUT`` slowed by ``seconds`` after each finished unit, returned once the first unit is saved."""
+    proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", seconds,
+                                    ["demo", "--preset", "smoke", "--out", out, "--quiet"]),
+                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
+    start, units = time.time(), work / f".{out}.units"
+    while not (units.exists() and list(units.glob("*.pt"))):
+        assert proc.poll() is None and time.time() - start < 240
+        time.sleep(0.1)
+    return proc
+
+
 def test_ctrl_c_exits_130_and_leaves_nothing(work):
     proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 1.5,
                                     ["demo", "--preset", "smoke", "--out", "d", "--quiet"]),
@@ -256,14 +269,7 @@ def test_ctrl_c_exits_130_and_leaves_nothing(work):
 @pytest.mark.slow
 def test_recipe_killed_then_resumed_skips_finished_units_and_equals_a_full_run(work):
     assert rg("demo", "--preset", "smoke", "--out", "full", "--quiet", cwd=work).returncode == 0
-    proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 1.0,
-                                    ["demo", "--preset", "smoke", "--out", "cut", "--quiet"]),
-                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
-                            preexec_fn=_sigint_default)
-    start = time.time()
-    while not list((work / ".cut.units").glob("*.pt")) if (work / ".cut.units").exists() else True:
-        assert proc.poll() is None and time.time() - start < 240
-        time.sleep(0.1)
+    proc = _demo_until_its_first_unit(work, "cut", 1.0)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     done = len(list((work / ".cut.units").glob("*.pt")))
@@ -511,14 +517,7 @@ def test_train_resume_with_another_model_or_other_settings(work):
 
 
 def test_recipe_resume_with_other_settings_is_refused(work):
-    proc = subprocess.Popen(_slowed("reconguard.experiments.units", "UnitCache.put", 60,
-                                    ["demo", "--preset", "smoke", "--out", "d", "--quiet"]),
-                            cwd=work, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
-                            preexec_fn=_sigint_default)
-    start = time.time()
-    while not list((work / ".d.units").glob("*.pt")) if (work / ".d.units").exists() else True:
-        assert proc.poll() is None and time.time() - start < 240
-        time.sleep(0.1)
+    proc = _demo_until_its_first_unit(work, "d", 60)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "terminated", code=143)

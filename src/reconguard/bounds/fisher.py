@@ -36,6 +36,7 @@ from ..checks import as_samples, check_nonnegative_int, check_positive_int, chec
 from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..encoders.noisy import split_noise
 from ..results import Result
+from .saturation import Sampled, dense_saturation
 from ..progress import progress as progress_bar
 
 METHODS = ("auto", "jacrev", "jacfwd", "loop")
@@ -46,7 +47,7 @@ _JACOBIAN_BUDGET = 2**24  # Jacobian entries held at once per chunk (64 MiB in f
 
 
 @dataclass(frozen=True)
-class FisherEstimate(Result):
+class FisherEstimate(Result, Sampled):
     """``E[G]`` (``d×d`` float64) with its eigendecomposition (eigenvalues ascending, clipped at 0)."""
 
     matrix: torch.Tensor
@@ -66,19 +67,7 @@ class FisherEstimate(Result):
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     _skip_in_dict = ("matrix", "eigenvectors", "group_means", "heldout_means")
 
-    @property
-    def heldout(self) -> int:
-        """Held-out inputs (drawn apart from the k) whose Jacobians measure what the sample missed."""
-        return int(sum(self.heldout_sizes))
-
-    @property
-    def saturation(self):
-        """:class:`~reconguard.bounds.saturation.Saturation` of this estimate (cached)."""
-        if "saturation" not in self._cache:
-            from .saturation import dense_saturation
-
-            self._cache["saturation"] = dense_saturation(self)
-        return self._cache["saturation"]
+    _saturation_of = staticmethod(lambda f: dense_saturation(f))
 
     @property
     def groups(self) -> int:

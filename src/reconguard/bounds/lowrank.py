@@ -38,7 +38,7 @@ from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_e
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
 from .lowrank_tangent import _saturation, _tangent_terms
-from .saturation import corollary1_rule, corollary2_rule, tangent_jackknife
+from .saturation import Sampled, corollary1_rule, corollary2_rule, tangent_jackknife
 from .structured import StructuredScore
 from ..progress import progress as progress_bar
 
@@ -46,7 +46,7 @@ _COLUMN_BLOCK = 8192  # columns of B handled at once in the Gram products
 
 
 @dataclass(frozen=True)
-class LowRankFisher(Result):
+class LowRankFisher(Result, Sampled):
     """E[G] as ``BᵀB`` (``B``: n×d rows, in memory or a file) with the Gram ``K = BBᵀ`` and its spectrum;
     ``row_group[i]`` is the input group of row i (for the jackknife)."""
 
@@ -67,16 +67,7 @@ class LowRankFisher(Result):
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     _skip_in_dict = ("B", "K", "row_group", "Bh", "heldout_group")
 
-    @property
-    def heldout(self) -> int:
-        return int(sum(self.heldout_sizes))
-
-    @property
-    def saturation(self):
-        """:class:`~reconguard.bounds.saturation.Saturation` of the sample (cached)."""
-        if "saturation" not in self._cache:
-            self._cache["saturation"] = _saturation(self)
-        return self._cache["saturation"]
+    _saturation_of = staticmethod(lambda f: _saturation(f))
 
     def to_dict(self):
         return {**super().to_dict(), "saturation": self.saturation.to_dict()}

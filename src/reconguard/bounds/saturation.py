@@ -82,6 +82,25 @@ class Saturation(Result):
         return {**super().to_dict(), "saturated": self.saturated, "description": self.describe()}
 
 
+class Sampled:
+    """What a sampled E[G] (dense or low-rank) shares: its held-out count and its cached saturation check; the
+    class names the function that computes the check (``_saturation_of``)."""
+
+    _saturation_of = None
+
+    @property
+    def heldout(self) -> int:
+        """Held-out inputs (drawn apart from the k) whose Jacobians measure what the sample missed."""
+        return int(sum(self.heldout_sizes))
+
+    @property
+    def saturation(self) -> "Saturation":
+        """:class:`Saturation` of this estimate (cached)."""
+        if "saturation" not in self._cache:
+            self._cache["saturation"] = type(self)._saturation_of(self)
+        return self._cache["saturation"]
+
+
 def classify(share: float | None, heldout: int, rank: int, d: int, curve=()) -> Saturation:
     if heldout == 0 or share is None:
         return Saturation("unchecked", None, 0, rank, d, tuple(curve))
