@@ -105,6 +105,14 @@ _LARGE = textwrap.dedent('''
     C = k * 0 + sigma**2 * np.eye(J.shape[0]) + (J / diag) @ J.T      # Woodbury, independently in numpy
     corr = np.trace(np.linalg.solve(C, (J / diag**2) @ J.T))
     out["diag"] = [lowrank_mse_bound(f, D, sigma).plugin, (np.sum(1 / diag) - corr) / d]
+    # one bound API: estimate_fisher chooses the low-rank representation at this size, mse_bound takes a scalar S
+    from reconguard.bounds import estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound
+    from reconguard.bounds.lowrank import LowRankFisher
+    auto = estimate_fisher(net, x, k=k, groups=4)
+    out["auto_lowrank"] = isinstance(auto, LowRankFisher)
+    out["api"] = [[mse_bound(auto, s, sigma).value, lowrank_mse_bound(f, iso, sigma).value],
+                  [noiseless_mse_bound(auto, s).value, lowrank_noiseless_bound(f, iso).value],
+                  [maeng_bound(auto, s, sigma).point, d / (float(lam.sum()) / sigma**2 + s * d)]]
     out["peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(json.dumps(out))
 ''')
@@ -121,6 +129,9 @@ def test_d_49152_equals_an_independent_closed_form_under_4gb():
     for key in ("iso", "iso0", "diag"):
         ours, theirs = out[key]
         assert ours == pytest.approx(theirs, rel=1e-8), (key, ours, theirs)
+    assert out["auto_lowrank"]  # the dense d×d path would need 464 GB here
+    for ours, theirs in out["api"]:
+        assert ours == pytest.approx(theirs, rel=1e-8)
     assert out["peak_gb"] < 4.0, out["peak_gb"]
 
 

@@ -263,7 +263,8 @@ def estimate_fisher(
     precision: str = "float64",
     groups: int = DEFAULT_GROUPS,
     heldout: int | None = None,
-) -> FisherEstimate:
+    representation: str = "auto",
+):
     """Estimate ``E[G] = mean_i J_iᵀ J_i`` of the deterministic part of ``encoder`` over ``k`` inputs.
 
     ``data``: ``N×d`` or ``N×C×H×W`` samples from the prior (or a dataset with ``.images``);
@@ -280,6 +281,10 @@ def estimate_fisher(
     the k (default :func:`default_heldout`, fewer when the data runs out) whose Jacobians are kept as block
     means for the saturation check (:mod:`reconguard.bounds.saturation`): what share of their energy lies
     outside the sampled range, and the valid bound when it is not zero.
+
+    ``representation``: ``auto`` (default) returns this dense ``FisherEstimate`` where the d×d matrices fit in half
+    the memory, else a :class:`~reconguard.bounds.lowrank.LowRankFisher` (the Gram of the k·m Jacobian rows);
+    ``dense`` / ``lowrank`` force one. Every bound function takes either.
     """
     if method not in METHODS:
         raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
@@ -300,6 +305,16 @@ def estimate_fisher(
                              "without a closed-form Fisher matrix.")
     k = check_positive_int(k, "k")
     x = as_samples(data)
+    if representation != "dense":
+        from .representation import choose_path
+
+        with jacobian_ready(enc, x[:1], "native", device) as (_, _, d, m):  # m from one forward pass
+            pass
+        if choose_path(d, k * m, representation) == "lowrank":
+            from .lowrank import estimate_fisher_lowrank
+
+            return estimate_fisher_lowrank(encoder, x, k, chunk_size=chunk_size, groups=groups, seed=seed,
+                                           device=device, progress=progress, heldout=heldout)
     if generator is None and seed is not None:
         generator = torch.Generator().manual_seed(int(seed))
     x, x_held = select_inputs(x, k, heldout, generator)

@@ -89,9 +89,40 @@ def _summary(fisher: FisherEstimate, S) -> dict:
             "score_samples": getattr(S, "n", None)}
 
 
+def _lowrank(fisher, S):
+    """``(LowRankFisher, StructuredScore)`` when ``fisher`` is low-rank (S: a scalar ``s`` for ``s·I``, a diagonal, a
+    ``StructuredScore``, or a d×d matrix replaced by its conservative Gershgorin diagonal), else None."""
+    from .lowrank import LowRankFisher
+    from .structured import StructuredScore
+
+    if not isinstance(fisher, LowRankFisher):
+        return None
+    if isinstance(S, StructuredScore):
+        return fisher, S
+    t = torch.as_tensor(getattr(S, "matrix", S), dtype=torch.float64)
+    if t.ndim == 0:
+        return fisher, StructuredScore.isotropic(float(t), fisher.d)
+    if t.ndim == 1:
+        return fisher, StructuredScore.diagonal(t)
+    return fisher, StructuredScore.diagonal_from(t)
+
+
+def _dense_S(S, d: int):
+    """A scalar ``s`` (``s·I``), a diagonal or a ``StructuredScore`` as the d×d matrix the dense path takes."""
+    from .structured import StructuredScore
+
+    if isinstance(S, StructuredScore):
+        return S.dense()
+    if isinstance(S, (int, float)) or (isinstance(S, torch.Tensor) and S.ndim <= 1):
+        t = torch.as_tensor(S, dtype=torch.float64)
+        return torch.diag(t) if t.ndim == 1 else float(t) * torch.eye(d, dtype=torch.float64)
+    return S
+
+
 def _prepare(fisher, S):
     """``(fisher, S)`` checked; S stays a ``ScoreMatrix`` (its blocks carry the sampling error)."""
     fisher = as_fisher(fisher)
+    S = _dense_S(S, fisher.d)
     matrix = as_square_matrix(S, fisher.d, "S (score matrix)")
     if getattr(S, "groups", 0):
         return fisher, S
@@ -129,6 +160,9 @@ def _maeng_value(sigma: float):
 def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit). Valid from any sample:
     Tr(E[G]) is a mean the sample estimates without bias whatever its rank."""
+    if (low := _lowrank(fisher, S)) is not None:
+        from .lowrank import lowrank_maeng_bound
+        return lowrank_maeng_bound(*low, sigma, level=level)
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
     return _finish("maeng", with_sampling_error(_maeng_value(sigma), fisher, S, level),
@@ -139,7 +173,10 @@ def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bou
 def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Corollary 1 (eq. 3): ``Tr((E[G]/σ² + S)⁻¹)/d`` for σ > 0 — the plug-in with its jackknife on an exact or
     saturated E[G]; on an unsaturated sample the larger of the tangent-plane bound from the held-out inputs and
-    Theorem 1, each at level (1 + level)/2 (:mod:`reconguard.bounds.saturation`)."""
+    Theorem 1, each at level (1 + level)/2 (:mod:`reconguard.bounds.saturation`). ``fisher`` dense or low-rank."""
+    if (low := _lowrank(fisher, S)) is not None:
+        from .lowrank import lowrank_mse_bound
+        return lowrank_mse_bound(*low, sigma, level=level)
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
     if sigma == 0:
@@ -165,7 +202,10 @@ def noiseless_mse_bound(fisher, S, tau: float = 0.0, *, level: float = DEFAULT_L
 
     ``tau = 0`` (default): the null space up to float64 round-off, a guarantee on an exact or saturated E[G];
     on an unsaturated sample the population null space may be empty and the value is 0. ``tau > 0`` is the
-    paper's heuristic (section 6.4.3): computed as asked, labelled ``guarantee=False``."""
+    paper's heuristic (section 6.4.3): computed as asked, labelled ``guarantee=False``. ``fisher`` dense or low-rank."""
+    if (low := _lowrank(fisher, S)) is not None:
+        from .lowrank import lowrank_noiseless_bound
+        return lowrank_noiseless_bound(*low, tau, level=level)
     fisher, S = _prepare(fisher, S)
     tau = check_tau(tau)
     split = split_range_null(fisher, tau)
@@ -189,8 +229,16 @@ def noiseless_mse_bound(fisher, S, tau: float = 0.0, *, level: float = DEFAULT_L
                    plugin=value(fisher, getattr(S, "matrix", S)))
 
 
-def ceiling(S) -> Bound:
-    """The bound with no information (``E[G] = 0``): ``Tr(S⁻¹)/d`` (section 5.5)."""
+def ceiling(S, d: int | None = None) -> Bound:
+    """The bound with no information (``E[G] = 0``): ``Tr(S⁻¹)/d`` (section 5.5). ``S``: a d×d matrix, a
+    ``StructuredScore``, or a scalar ``s`` (``s·I``, with ``d``)."""
+    from .structured import StructuredScore
+
+    if isinstance(S, (int, float)) and d is not None:
+        S = StructuredScore.isotropic(float(S), d)
+    if isinstance(S, StructuredScore):
+        from .lowrank import lowrank_ceiling
+        return lowrank_ceiling(S)
     S_t = torch.as_tensor(getattr(S, "matrix", S))
     S = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")  # the plug-in value: see rtc
     evals = torch.linalg.eigvalsh(S)

@@ -16,6 +16,7 @@ from torch import nn
 from ..bounds import (DEFAULT_LEVEL, FisherEstimate, ceiling, estimate_fisher, estimate_score_matrix, maeng_bound,
                       mse_bound, noiseless_mse_bound, rtc)
 from ..bounds.fisher import default_heldout
+from ..bounds.representation import PATHS, choose_path, stream_rows  # noqa: F401 — re-exported here
 from ..io import discard_tmp
 from ..checks import check_sigma, check_tau
 from ..data import GaussianMixturePrior
@@ -90,40 +91,6 @@ def default_tau(fisher: FisherEstimate) -> float:
     attacker of a noise-free encoder still reads them, so a larger τ can only raise Corollary 2
     above what is guaranteed. Ask for it explicitly (``--tau``) to reproduce the paper's figures."""
     return 0.0
-
-
-PATHS = ("auto", "dense", "lowrank")
-
-
-def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = None) -> str:
-    """``dense`` (E[G] and S as d×d matrices, with their jackknife blocks: about 14·d² float64) when that fits in
-    half the memory available, else ``lowrank`` (:mod:`reconguard.bounds.lowrank`: B is n×d, n = k·m);
-    either is refused when even it cannot fit."""
-    from ..checks import available_memory
-    from ..errors import ParameterError, UnknownOptionError
-
-    if path not in PATHS:
-        raise UnknownOptionError(f"path must be one of {PATHS}, got {path!r}.")
-    have = available_memory() if memory is None else memory
-    # low-rank: the n×n Grams (K, B S⁻¹Bᵀ, B S⁻²Bᵀ and a solve) in memory; B itself (n×d) too unless it
-    # streams through a file (stream_rows)
-    dense_bytes, low_bytes = 8.0 * 14 * d * d, 8.0 * 5 * n_rows * n_rows
-    if path == "auto":
-        path = "dense" if dense_bytes <= have / 2 else "lowrank"
-    need = dense_bytes if path == "dense" else low_bytes
-    if need > have:
-        raise ParameterError(f"the {path} path at d = {d} (k·m = {n_rows}) needs about {need / 2**30:.3g} GiB but "
-                             f"{have / 2**30:.3g} GiB are available; lower the size"
-                             + (", k or m" if path == "lowrank" else " or use the low-rank path") + ".")
-    return path
-
-
-def stream_rows(d: int, n_rows: int, memory: int | None = None) -> bool:
-    """Whether the n×d Jacobian rows should stream through a file rather than sit in memory (over a third of it)."""
-    from ..checks import available_memory
-
-    have = available_memory() if memory is None else memory
-    return 8.0 * n_rows * d > have / 3
 
 
 def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0, 1e-3), *, tau: float | None = None,
