@@ -85,7 +85,14 @@ def _marker(folder: Path) -> dict | None:
 def _user_files(folder: Path) -> list[str]:
     """Entries of ``folder`` that its marker does not list (a few, for the message)."""
     listed = set(_listed(folder))
-    return sorted(p.name for p in folder.iterdir() if p.name != MARKER and p.name not in listed)[:3]
+
+    def ours(p: Path) -> bool:  # a listed file, or a sub-folder whose every file is listed
+        if p.name in listed:
+            return True
+        return p.is_dir() and not p.is_symlink() and all(
+            q.relative_to(folder).as_posix() in listed for q in p.rglob("*") if not q.is_dir())
+
+    return sorted(p.name for p in folder.iterdir() if p.name != MARKER and not ours(p))[:3]
 
 
 def _listed(folder: Path) -> dict:

@@ -34,8 +34,8 @@ from torch import nn
 from ..checks import as_samples, check_positive_int, check_sigma, check_tau
 from ..errors import ParameterError, ShapeError
 from ..results import Result
-from .fisher import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready, select_inputs
-from .mse import Bound
+from .jacobians import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready, select_inputs
+from .result import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
 from .lowrank_tangent import _saturation, _tangent_terms
 from .saturation import Sampled, corollary1_rule, corollary2_rule, tangent_jackknife
