@@ -128,7 +128,7 @@ def _bounds(wrapped, prior, score_fn, exact: bool, cfg: dict, d: int, m: int, si
     bounds with S̃ ⪰ S are valid, only lower."""
     from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, score_quality
     from ..bounds.fisher import default_heldout
-    from ..experiments.bound import bound_row, choose_path, row_from, stream_rows
+    from ..experiments.bound import bound_row, choose_path, lowrank_rows
 
     n_fisher = cfg["k"] + default_heldout(cfg["k"])  # k inputs for E[G] and its saturation check's held-out ones
     if choose_path(d, cfg["k"] * m, path) == "dense":
@@ -143,31 +143,16 @@ def _bounds(wrapped, prior, score_fn, exact: bool, cfg: dict, d: int, m: int, si
                                  method="loop" if scripted else "auto", device=device, progress=progress)
         top = ceiling(S)
         return {sigma: bound_row(fisher, S, top, sigma, 0.0) for sigma in sigmas}, quality, "dense (d×d E[G] and S)"
-    import tempfile
-
-    from ..bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
-                                  lowrank_mse_bound, lowrank_noiseless_bound)
-    from ..io import discard_tmp
+    from ..bounds.structured import StructuredScore
 
     S = StructuredScore.isotropic(1.0 / sigma_s**2, d)
     samples = prior.sample(n_fisher, generator=torch.Generator().manual_seed(seed + 1)).to(torch.float32)
-    store = tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp") if stream_rows(d, n_fisher * m) else None
-    try:
-        f = estimate_fisher_lowrank(wrapped, samples, k=cfg["k"], seed=seed, device=device, store=store,
-                                    progress=progress)
-        top = lowrank_ceiling(S)
-        rows = {}
-        for sigma in sigmas:  # while the rows (in memory or a file) are at hand
-            b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S)
-            rows[sigma] = row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, 0.0, f.m)
-        quality = {"structure": "isotropic S̃ = I/σ_s² ⪰ S (convexity of Fisher information: conservative)",
-                   "sigma_s": sigma_s, "note": "the d×d check of §6.4.1 is not computed at this size"}
-        path = (f"low-rank (Gram of the {f.n} Jacobian rows{', streamed through a file' if store else ''}; "
-                f"S̃ = I/σ_s² ⪰ S; E[G] sample {f.saturation.describe()})")
-        return rows, quality, path
-    finally:
-        if store is not None:
-            discard_tmp(store)
+    f, rows, streamed = lowrank_rows(wrapped, samples, S, sigmas, cfg["k"], m, 0.0, seed, device, progress)
+    quality = {"structure": "isotropic S̃ = I/σ_s² ⪰ S (convexity of Fisher information: conservative)",
+               "sigma_s": sigma_s, "note": "the d×d check of §6.4.1 is not computed at this size"}
+    path = (f"low-rank (Gram of the {f.n} Jacobian rows{', streamed through a file' if streamed else ''}; "
+            f"S̃ = I/σ_s² ⪰ S; E[G] sample {f.saturation.describe()})")
+    return dict(zip(sigmas, rows)), quality, path
 
 
 def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "exact", sigma_s: float = 0.1,

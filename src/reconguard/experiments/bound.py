@@ -130,9 +130,33 @@ def compute_bounds(encoder: nn.Module, prior: GaussianMixturePrior, sigmas=(0.0,
                         "path": "dense (d×d E[G] and S)"})
 
 
+def lowrank_rows(enc, data, S, sigmas, k: int, m: int, tau: float = 0.0, seed: int = 0, device=None,
+                 progress: bool = False):
+    """``(E[G] as a LowRankFisher, [BoundRow per σ], streamed)``: E[G] of ``enc`` from ``k`` of ``data`` (the rest
+    held out; ``m`` the embedding size) and every bound under the structured ``S``, the Jacobian rows streamed through a temporary file when
+    they would not fit in memory (removed before returning)."""
+    import tempfile
+
+    from ..bounds.lowrank import (estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound, lowrank_mse_bound,
+                                  lowrank_noiseless_bound)
+
+    store = (tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp")
+             if stream_rows(int(data[0].numel()), data.shape[0] * m) else None)
+    try:
+        f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress, store=store)
+        top = lowrank_ceiling(S)
+        rows = []
+        for sigma in sigmas:  # while the rows (in memory or a file) are at hand
+            b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
+            rows.append(row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, tau, f.m))
+        return f, rows, store is not None
+    finally:
+        if store is not None:
+            discard_tmp(store)
+
+
 def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> BoundReport:
-    from ..bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
-                                  lowrank_mse_bound, lowrank_noiseless_bound)
+    from ..bounds.lowrank import StructuredScore
     from ..errors import ParameterError
 
     if getattr(prior, "n_components", 0) != 1 or not hasattr(prior, "std"):
@@ -140,28 +164,11 @@ def _lowrank_bounds(enc, prior, sigmas, tau, k, m, seed, device, progress) -> Bo
                              "path needs a prior whose S is exactly isotropic (--data gaussian), or a smaller size.")
     S = StructuredScore.isotropic(1.0 / prior.std**2, prior.dim)
     shape = getattr(enc, "in_shape", None)
-    g = torch.Generator().manual_seed(int(seed))
-    data = prior.sample(k + default_heldout(k), generator=g)
+    data = prior.sample(k + default_heldout(k), generator=torch.Generator().manual_seed(int(seed)))
     data = data.reshape(data.shape[0], *shape) if shape is not None else data
-    store = None
-    if stream_rows(prior.dim, k * m):
-        import tempfile
-        store = tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp")
-    try:
-        f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress, store=store)
-    except BaseException:
-        if store is not None:
-            discard_tmp(store)
-        raise
     tau = 0.0 if tau is None else check_tau(tau)
-    top = lowrank_ceiling(S)
-    rows = []
-    for sigma in sigmas:
-        b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
-        rows.append(row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, tau, f.m))
-    if store is not None:
-        discard_tmp(store)  # the rows' file (the open map stays readable until released)
-    how = "streamed through a file" if store is not None else "in memory"
+    f, rows, streamed = lowrank_rows(enc, data, S, sigmas, k, m, tau, seed, device, progress)
+    how = "streamed through a file" if streamed else "in memory"
     return BoundReport(type(enc).__name__, prior.name, f.d, f.m, f, rows,
                        {"k": f.k, "heldout": f.heldout, "saturation": f.saturation.to_dict(), "tau": tau, "seed": seed,
                         "fisher_method": f.method, "exact_fisher": False,
