@@ -7,26 +7,9 @@ import pytest
 import torch
 
 from reconguard.attacks.instahide import CarliniAttack, score_challenge
+from reconguard.data.photos import photo_crops
 from reconguard.attacks.instahide.carlini_signs import neighbour_edges, orient_by_prior
 from reconguard.encoders import InstaHide
-
-
-def photo_crops(count: int, size: int, channels: int, seed: int = 0) -> np.ndarray:
-    """Random crops (40–120 px, resized) of scikit-image's photographs, count×C×size×size in [0, 1]."""
-    from skimage import data
-    from skimage.transform import resize
-
-    rng = np.random.default_rng(seed)
-    photos = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.hubble_deep_field(),
-              data.immunohistochemistry()]
-    out = []
-    for i in range(count):
-        im = photos[i % len(photos)][..., :3] / 255.0
-        s = rng.integers(40, 120)
-        y, x = rng.integers(0, im.shape[0] - s), rng.integers(0, im.shape[1] - s)
-        crop = resize(im[y:y + s, x:x + s], (size, size), anti_aliasing=True)
-        out.append(crop.transpose(2, 0, 1) if channels == 3 else crop.mean(-1)[None])
-    return np.array(out)
 
 
 def _normalised(images, stats):

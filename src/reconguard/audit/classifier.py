@@ -50,6 +50,8 @@ class ClassifierAudit(Result):
     preset: str
     seconds: float
     examples: dict = field(default_factory=dict)
+    normalize: dict | None = None  # the pixel convention applied inside the model (images stay in [0, 1])
+    warnings: tuple = ()
     _skip_in_dict = ("examples",)
 
     kind = "classifier"
@@ -77,8 +79,9 @@ def _split(private, public, num_classes: int | None, size: int | None, seed: int
 
 def classifier(model, private="digits", public="digits", *, num_classes: int | None = None, weights=None,
                preset: str = "smoke", eps=None, size: int | None = None, device=None, seed: int = 0,
-               progress: bool = False) -> ClassifierAudit:
-    """Audit ``model`` (an ``nn.Module`` or a spec for :func:`~reconguard.audit.loading.load_model`)."""
+               progress: bool = False, normalize=None) -> ClassifierAudit:
+    """Audit ``model`` (an ``nn.Module`` or a spec for :func:`~reconguard.audit.loading.load_model`); ``normalize``
+    the pixel convention it expects (:func:`~reconguard.nn.normalize.with_normalization`)."""
     from ..defenses.registry import NO_DEFENSE
     from ..experiments.mia import DefenseRow
     from ..experiments.mia_eval import Evaluator
@@ -97,7 +100,11 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
         raise ParameterError(f"--classes {num_classes} but the private data has {split.num_classes} classes "
                              f"({data_name}); drop --classes or give the data the model was trained on.")
     device = torch.device(device) if device is not None else torch.device("cpu")
-    target, m = probe(load_model(model, weights).to(device), split.test.images[:2].to(device), flatten=False)
+    from ..nn.normalize import first_batchnorm_mismatch, with_normalization
+
+    module, norm = with_normalization(load_model(model, weights), normalize, int(split.test.images.shape[1]))
+    warning = first_batchnorm_mismatch(module, split.test.images[:64])
+    target, m = probe(module.to(device), split.test.images[:2].to(device), flatten=False)
     if m != split.num_classes:
         raise ShapeError(f"the model gives {m} outputs per image; a classifier of the {split.num_classes} private "
                          f"classes gives {split.num_classes} logits.")
@@ -119,5 +126,5 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
     rob = {e: v["worst"] for e, v in (evaluation.get("robust") or {}).items()}
     return ClassifierAudit(str(name), split.num_classes, tuple(split.train.shape), data_name, test_acc,
                            float(evaluator.eval_acc), leakage, rob, evaluation.get("hsic") or {}, preset,
-                           time.perf_counter() - start, example or {})
+                           time.perf_counter() - start, example or {}, norm, (warning,) if warning else ())
 

@@ -37,6 +37,8 @@ PRESETS = {  # what each preset spends: seconds (smoke), minutes on 2 cores (cpu
               "score_epochs": 200, "betas": (0.0, 2e-6, 2e-4, 2e-3, 2e-2, 2e-1)},
 }
 SCORES = ("exact", "trained", "ddpm:DIR")
+DENSE_MAX_D = 2048  # ``path="auto"``: beyond it the low-rank path (S̃ = I/σ_s², conservative) — the dense one's d×d
+# eigendecompositions take minutes on 2 cores (d = 3,072: 240 s for the smoke preset, against seconds)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class EncoderAudit(Result):
     examples: dict = field(default_factory=dict)  # σ → {"originals", "reconstructions", "attack"}
     normalize: dict | None = None  # the pixel convention applied inside the model (MSE stays in [0, 1] pixels)
     warnings: tuple = ()
+    stages: dict = field(default_factory=dict)   # stage → {"seconds", "peak_gib"} (peak so far), as measured
+    budget: dict = field(default_factory=dict)   # the estimate made before the work, the settings it ran with
     _skip_in_dict = ("examples",)
 
     kind = "encoder"
@@ -155,15 +159,93 @@ def _bounds(wrapped, prior, score_fn, exact: bool, cfg: dict, d: int, m: int, si
     return dict(zip(sigmas, rows)), quality, path
 
 
+class _Stages:
+    """Wall seconds and the process's peak memory so far at the end of each stage of the audit."""
+
+    def __init__(self):
+        from .budget import peak_rss_bytes
+
+        self._peak, self._last, self.rows = peak_rss_bytes, time.perf_counter(), {}
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        prev = self.rows.get(name, {}).get("seconds", 0.0)
+        self.rows[name] = {"seconds": prev + now - self._last, "peak_gib": self._peak() / 2**30}
+        self._last = now
+
+
+def _prepare(model, data, weights, normalize, device):
+    """``(module, images, normalisation, warning)``: the user's model (wrapped in its normalisation) and images."""
+    from ..nn.normalize import first_batchnorm_mismatch, with_normalization
+
+    images = load_images(data)
+    module, norm = with_normalization(load_model(model, weights), normalize, int(images.shape[1]))
+    warning = first_batchnorm_mismatch(module, images[:min(64, len(images))].to(
+        next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)))
+    return module.to(device), images, norm, warning
+
+
+def _plan(wrapped, images, train, cfg, m, sigmas, score_fn, path, device, max_minutes, announce):
+    """``(cfg, path, estimate)``: the representation chosen, the time and memory estimate (announced before the
+    work starts) and the preset cut to ``max_minutes`` when given."""
+    from ..bounds.fisher import default_heldout
+    from ..experiments.bound import choose_path, stream_rows
+    from .budget import estimate, fit_budget
+
+    d = int(images[0].numel())
+    path = choose_path(d, cfg["k"] * m, path, max_dense_d=DENSE_MAX_D)
+    streamed = path == "lowrank" and stream_rows(d, (cfg["k"] + default_heldout(cfg["k"])) * m)
+    est = estimate(wrapped, images, train, cfg, m=m, path=path, streamed=streamed, sigmas=sigmas, score_fn=score_fn,
+                   device=device)
+    if max_minutes is not None:
+        cut, changed = fit_budget(est, cfg, max_minutes, len(images))
+        if changed:
+            cfg = cut
+            if announce:
+                announce(f"--max-minutes {max_minutes:g}: k = {cfg['k']}, MAP steps {cfg['map_steps']}, decoder epochs "
+                         f"{cfg['decoder_epochs']}, {cfg['n_attack']} attacked images")
+    if announce:
+        announce(est.describe(cfg))
+    return cfg, path, est
+
+
+def _attack_row(wrapped, row, held, train, e, score_fn, sigma, cfg, in_shape, seed, device, baseline, stages):
+    """``(SigmaAudit, reconstructions)`` at one σ: the MAP attack and the learned decoder against the bound."""
+    from ..attacks.reconstruction import DecoderAttack, map_attack_sweep
+    from ..metrics import mse
+
+    x = held.reshape(len(held), -1)
+    attacks, recon = [], {}
+    r = map_attack_sweep(wrapped, x, e, score_fn, sigma, betas=cfg["betas"], in_shape=in_shape,
+                         steps=cfg["map_steps"], device=device)
+    attacks.append(AttackScore("MAP (prior score)", r.mse, r.stderr, {"beta": r.beta}))
+    recon["MAP (prior score)"] = r.reconstructions
+    stages.done("MAP")
+    dec = DecoderAttack(wrapped, in_shape, epochs=cfg["decoder_epochs"], sigma=sigma, seed=seed, device=device)
+    dec.fit(train)
+    rec = dec.run(e).images
+    est = mse(rec, x)
+    attacks.append(AttackScore("learned decoder", est.mean, est.stderr))
+    recon["learned decoder"] = rec
+    stages.done("decoder")
+    violated = any(a.mse < row.bound - 3 * (a.stderr if a.stderr == a.stderr else 0.0) for a in attacks)
+    bound = {"name": row.bound_name, "value": row.bound, "point": row.bound_point, "stderr": row.bound_stderr,
+             "level": row.level, "rank": row.rank, "kind": row.kind, "saturation": row.saturation,
+             "plugin": row.bound_plugin}
+    return SigmaAudit(sigma, bound, row.maeng, row.ceiling, None if row.rtc_infinite else row.rtc, attacks,
+                      baseline, violated), recon
+
+
 def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "exact", sigma_s: float = 0.1,
             weights=None, device=None, seed: int = 0, progress: bool = False, normalize=None,
-            path: str = "auto") -> EncoderAudit:
+            path: str = "auto", max_minutes: float | None = None, announce=None) -> EncoderAudit:
     """Audit ``model`` (an ``nn.Module``, or a spec for :func:`~reconguard.audit.loading.load_model`) on ``data``
     (a tensor, an array, an image folder, a ``.npy`` / ``.npz`` file, or ``"digits"``). ``normalize``: the pixel
     convention the model expects (``imagenet``, ``symmetric``, ``MEANS:STDS``; :mod:`reconguard.nn.normalize`),
     applied inside the audited model so that images, attacks and MSE stay in [0, 1] pixels. ``path``: ``auto``
-    (dense d×d E[G] and S where they fit in half the memory, else low-rank), ``dense`` or ``lowrank``."""
-    from ..attacks.reconstruction import DecoderAttack, map_attack_sweep
+    (dense d×d E[G] and S where they fit in half the memory, else low-rank), ``dense`` or ``lowrank``.
+    Before the work starts, the time and memory estimate of :mod:`reconguard.audit.budget` goes to ``announce``
+    (e.g. ``print``); ``max_minutes`` cuts the preset to fit that budget."""
     from ..checks import check_sigma
     from ..data import smoothed_empirical_prior
     from ..metrics import mse
@@ -171,25 +253,14 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     if preset not in PRESETS:
         raise UnknownOptionError(f"preset must be one of {tuple(PRESETS)}, got {preset!r}.")
     cfg = PRESETS[preset]
-    start = time.perf_counter()
+    start, stages = time.perf_counter(), _Stages()
     sigmas = sorted({check_sigma(s) for s in sigmas})
     name = model if isinstance(model, str) else type(model).__name__
-    from ..inputs import check_normalize
-    from ..nn.normalize import Normalize, first_batchnorm_mismatch
-
-    module = load_model(model, weights)
-    images = load_images(data)
-    norm = check_normalize(normalize, int(images.shape[1]))
-    if norm is not None:
-        module = torch.nn.Sequential(Normalize(norm[1], norm[2], norm[0]), module).eval()
-    warning = first_batchnorm_mismatch(module, images[:min(64, len(images))].to(
-        next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)))
     device = torch.device(device) if device is not None else torch.device("cpu")
-    module.to(device)
+    module, images, norm, warning = _prepare(model, data, weights, normalize, device)
     wrapped, m = probe(module, images)
     n = len(images)
-    g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(n, generator=g)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     n_attack = min(cfg["n_attack"], max(2, n // 4))
     held, train = images[perm[:n_attack]], images[perm[n_attack:]]
     if len(train) < 2:
@@ -197,40 +268,33 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     in_shape, d = tuple(images.shape[1:]), int(images[0].numel())
     prior = smoothed_empirical_prior(train, sigma_s, name="your images")
     score_fn, exact = _score(score, prior, train, sigma_s, cfg["score_epochs"], seed, device, progress)
+    stages.done("load, prior and score")
+    cfg, path, est = _plan(wrapped, images, train, cfg, m, sigmas, score_fn, path, device, max_minutes, announce)
+    if cfg["n_attack"] < n_attack:
+        n_attack = cfg["n_attack"]
+        held, train = images[perm[:n_attack]], images[perm[n_attack:]]
+    stages.done("estimate")
     bound_rows, quality, bound_path = _bounds(wrapped, prior, score_fn, exact, cfg, d, m, sigma_s, seed, device,
                                               progress, isinstance(module, torch.jit.ScriptModule), sigmas, path)
+    stages.done("E[G] and bounds")
     x = held.reshape(n_attack, -1)
-    guess = train.reshape(len(train), -1).mean(0, keepdim=True).expand_as(x)
-    base = mse(guess, x)
+    base = mse(train.reshape(len(train), -1).mean(0, keepdim=True).expand_as(x), x)
     baseline = AttackScore("baseline: the mean image (a guess)", base.mean, base.stderr)
     rows, examples = [], {}
     for i, sigma in enumerate(sigmas):
-        row = bound_rows[sigma]
-        gs = torch.Generator().manual_seed(seed + 100 + i)
         with torch.no_grad():
             e = wrapped(held.to(device)).float().cpu()
-        e = e + sigma * torch.randn(e.shape, generator=gs)
-        attacks, recon = [], {}
-        r = map_attack_sweep(wrapped, x, e, score_fn, sigma, betas=cfg["betas"], in_shape=in_shape,
-                             steps=cfg["map_steps"], device=device)
-        attacks.append(AttackScore("MAP (prior score)", r.mse, r.stderr, {"beta": r.beta}))
-        recon["MAP (prior score)"] = r.reconstructions
-        dec = DecoderAttack(wrapped, in_shape, epochs=cfg["decoder_epochs"], sigma=sigma, seed=seed, device=device)
-        dec.fit(train)
-        rec = dec.run(e).images
-        est = mse(rec, x)
-        attacks.append(AttackScore("learned decoder", est.mean, est.stderr))
-        recon["learned decoder"] = rec
-        violated = any(a.mse < row.bound - 3 * (a.stderr if a.stderr == a.stderr else 0.0) for a in attacks)
-        bound = {"name": row.bound_name, "value": row.bound, "point": row.bound_point, "stderr": row.bound_stderr,
-                 "level": row.level, "rank": row.rank, "kind": row.kind, "saturation": row.saturation,
-                 "plugin": row.bound_plugin}
-        audit_row = SigmaAudit(sigma, bound, row.maeng, row.ceiling, None if row.rtc_infinite else row.rtc, attacks,
-                               baseline, violated)
+        e = e + sigma * torch.randn(e.shape, generator=torch.Generator().manual_seed(seed + 100 + i))
+        audit_row, recon = _attack_row(wrapped, bound_rows[sigma], held, train, e, score_fn, sigma, cfg, in_shape,
+                                       seed, device, baseline, stages)
         rows.append(audit_row)
         best = audit_row.best.name
         examples[sigma] = {"originals": held[:8], "reconstructions": recon[best][:8].reshape(-1, *in_shape).clamp(0, 1),
                            "attack": best}
+    budget = {"estimate_seconds": est.seconds(cfg), "estimate_peak_gib": est.peak_bytes(cfg) / 2**30,
+              "max_minutes": max_minutes, "settings": {k: cfg[k] for k in ("k", "map_steps", "decoder_epochs",
+                                                                            "n_attack")}}
     return EncoderAudit(str(name), in_shape, d, m, n, n_attack, preset, prior.name,
                         score, quality, bound_path, rows, time.perf_counter() - start, examples,
-                        module[0].describe() if norm is not None else None, (warning,) if warning else ())
+                        norm, (warning,) if warning else (),
+                        stages.rows, budget)

@@ -116,19 +116,49 @@ def _load_weights(model: nn.Module, weights: str | Path) -> None:
                              f"{list(unexpected)[:5]} (is it the state dict of this model class?).")
 
 
+def _reconguard_file(path: Path) -> nn.Module | None:
+    """The model of a file reconguard wrote (``train-encoder``, ``train``, ``score train``), or None when the file
+    is not one (a TorchScript archive, say). A bare state dict is refused: it needs its builder."""
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 — not a weights-only pickle: TorchScript is tried next
+        return None
+    if not isinstance(blob, dict):
+        return None
+    if blob.get("kind") == "reconguard-encoder":
+        from ..encoders import load_encoder
+        return load_encoder(path)
+    if blob.get("format") == "reconguard-classifier-1":
+        from ..classifiers import load_classifier
+        return load_classifier(path)[0]
+    if blob.get("kind") == "reconguard-score-model":
+        from ..nn.score import ScoreModel
+        return ScoreModel.load(path)
+    if blob and all(isinstance(v, torch.Tensor) for v in blob.values()):
+        raise ParameterError(f"--model {path}: a state dict (weights only), not a model; give the code that builds "
+                             f"the model and the weights: --model path/to/file.py:NAME --weights {path}.")
+    return None
+
+
 def load_model(spec: str | nn.Module, weights: str | Path | None = None) -> nn.Module:
-    """The user's ``nn.Module`` (eval mode) from a spec string, a TorchScript file, or as given."""
+    """The user's ``nn.Module`` (eval mode), the one loader of every command that takes a model (``bound``,
+    ``audit …``, ``evaluate``, ``score check``): an ``nn.Module`` as given; ``path/to/file.py:NAME`` or
+    ``package.module:NAME`` (a class or a zero-argument factory) with optional ``weights`` (a state dict or
+    ``.safetensors``); a file reconguard wrote (an encoder, a classifier, a score model); or TorchScript."""
     if isinstance(spec, nn.Module):
         model = spec
     elif str(spec).endswith((".pt", ".pth", ".ts")) and ":" not in str(spec):
         path = Path(spec)
         if not path.is_file():
             raise DataFileNotFoundError(f"--model: {path} does not exist.")
-        try:
-            model = torch.jit.load(str(path), map_location="cpu")
-        except Exception as exc:  # noqa: BLE001
-            raise CorruptDataError(f"--model {path}: not a TorchScript file ({type(exc).__name__}); save one with "
-                                   "torch.jit.script(model).save(path), or give file.py:NAME.") from None
+        model = _reconguard_file(path)
+        if model is None:
+            try:
+                model = torch.jit.load(str(path), map_location="cpu")
+            except Exception as exc:  # noqa: BLE001
+                raise CorruptDataError(f"--model {path}: neither a file reconguard wrote nor TorchScript "
+                                       f"({type(exc).__name__}); save one with torch.jit.script(model).save(path), or "
+                                       "give file.py:NAME (and --weights).") from None
     else:
         model = _instantiate(_import_object(str(spec)), str(spec))
     if weights is not None:

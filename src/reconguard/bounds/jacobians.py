@@ -103,6 +103,21 @@ def _batched_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward:
     return cols.permute(1, 2, 0)  # d×c×m → c×m×d
 
 
+def seconds_per_jacobian(encoder: nn.Module, x: torch.Tensor, device=None, repeats: int = 2) -> float:
+    """Wall seconds one input's m×d Jacobian takes (reverse mode, float64, as both representations compute it):
+    the best of ``repeats`` timings on ``x[:1]`` after one warm-up — what a time estimate extrapolates from."""
+    import time
+
+    with jacobian_ready(encoder, x[:1], "float64", device) as (enc, xs, d, m):
+        _batched_jacobian(enc, xs, m, d, forward=False)
+        best = float("inf")
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            _batched_jacobian(enc, xs, m, d, forward=False)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
 def default_heldout(k: int) -> int:
     """Held-out inputs drawn beside the k for the saturation check: a quarter of k, at least 8."""
     return max(8, k // 4)

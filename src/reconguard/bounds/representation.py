@@ -12,10 +12,12 @@ DENSE_MATRICES = 24  # E[G], its eigenvectors, 10 jackknife blocks, up to 10 hel
 PATHS = ("auto", "dense", "lowrank")
 
 
-def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = None) -> str:
+def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = None,
+                max_dense_d: int | None = None) -> str:
     """``dense`` (E[G] and S as d×d matrices, with their jackknife and held-out blocks: about 24·d² float64) when that
-    fits in half the memory available, else ``lowrank`` (:mod:`reconguard.bounds.lowrank`: B is n×d, n = k·m);
-    either is refused when even it cannot fit."""
+    fits in half the memory available (and, with ``max_dense_d``, d is at most that: the d×d eigendecompositions
+    cost ~240·d³ flops, minutes on 2 cores beyond d ≈ 2,000), else ``lowrank`` (:mod:`reconguard.bounds.lowrank`:
+    B is n×d, n = k·m); either is refused when even it cannot fit."""
     if path not in PATHS:
         raise UnknownOptionError(f"path must be one of {PATHS}, got {path!r}.")
     have = available_memory() if memory is None else memory
@@ -23,7 +25,7 @@ def choose_path(d: int, n_rows: int, path: str = "auto", memory: int | None = No
     # streams through a file (stream_rows)
     dense_bytes, low_bytes = 8.0 * DENSE_MATRICES * d * d, 8.0 * 5 * n_rows * n_rows
     if path == "auto":
-        path = "dense" if dense_bytes <= have / 2 else "lowrank"
+        path = "dense" if dense_bytes <= have / 2 and (max_dense_d is None or d <= max_dense_d) else "lowrank"
     need = dense_bytes if path == "dense" else low_bytes
     if need > have:
         raise ParameterError(f"the {path} path at d = {d} (k·m = {n_rows}) needs about {need / 2**30:.3g} GiB but "

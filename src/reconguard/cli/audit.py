@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import _claim, _device
+from .common import _claim, _device, add_normalize_opt
 
 _OUT = "report folder: report.html (verdict on top), PNG plots, results.json (default runs/audit/<kind>)"
 
@@ -23,10 +23,19 @@ def _cmd_encoder(args) -> int:
     args._out = _claim(args, args.out or "runs/audit/encoder", "dir")
     result = audit.encoder(args.model, args.data, sigmas=args.sigma, preset=args.preset, score=args.score,
                            sigma_s=args.sigma_s, weights=args.weights, device=_device(args.device), seed=args.seed,
-                           progress=not args.quiet, normalize=args.normalize, path=args.path)
+                           progress=not args.quiet, normalize=args.normalize, path=args.path,
+                           max_minutes=args.max_minutes, announce=None if args.quiet else _say)
+    _warn(result)
+    return _write(args, result, "encoder")
+
+
+def _warn(result) -> None:
     for warning in result.warnings:
         print(f"reconguard: warning: {warning}", file=sys.stderr)
-    return _write(args, result, "encoder")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _cmd_classifier(args) -> int:
@@ -35,7 +44,8 @@ def _cmd_classifier(args) -> int:
     args._out = _claim(args, args.out or "runs/audit/classifier", "dir")
     result = audit.classifier(args.model, args.private, args.public, num_classes=args.classes, weights=args.weights,
                               preset=args.preset, eps=args.eps, size=args.size, device=_device(args.device),
-                              seed=args.seed, progress=not args.quiet)
+                              seed=args.seed, progress=not args.quiet, normalize=args.normalize)
+    _warn(result)
     return _write(args, result, "classifier")
 
 
@@ -77,14 +87,14 @@ def register(sub) -> None:
     sp.add_argument("--score", default="exact", help="the prior's score: exact (the smoothed empirical prior of "
                     "your images), trained (a denoising score model on them) or ddpm:DIR (a local DDPM)")
     sp.add_argument("--sigma-s", type=float, default=0.1, help="smoothing noise of the prior π (pixel units)")
-    sp.add_argument("--normalize", default="none", help="the pixel convention your model expects: none, imagenet, "
-                    "symmetric ([-1, 1]) or MEANS:STDS per channel; applied inside the model, so images, attacks and "
-                    "MSE stay in [0, 1] pixels (recorded in results.json)")
+    add_normalize_opt(sp)
     sp.add_argument("--path", choices=["auto", "dense", "lowrank"], default="auto", help="dense: d×d E[G] and S; "
                     "lowrank: E[G] as the Gram of its Jacobian rows with S̃ = I/σ_s² (⪰ the prior's S: conservative), "
-                    "for images as large as 3×224×224; auto: dense where it fits in half the memory")
+                    "for images as large as 3×224×224; auto: dense where it fits in half the memory and d ≤ 2,048")
     sp.add_argument("--preset", choices=tuple(PRESETS), default="cpu",
                     help="smoke (seconds), cpu (minutes on 2 cores), paper (a GPU)")
+    sp.add_argument("--max-minutes", type=float, help="fit the preset to this budget: k, the MAP steps, the decoder's "
+                    "epochs and the attacked images scaled down together from the time estimate printed first")
     _common(sp, _cmd_encoder)
 
     sp = asub.add_parser("encrypted", help="your encrypted release (InstaHide / Mixup): every attack that applies, "
@@ -110,6 +120,7 @@ def register(sub) -> None:
                          "gradient inversion), robust accuracy, HSIC")
     sp.add_argument("--model", required=True, help="path/to/file.py:NAME, package.module:NAME or a TorchScript .pt")
     sp.add_argument("--weights", help="a state dict (.pt, weights_only) or .safetensors")
+    add_normalize_opt(sp)
     sp.add_argument("--classes", type=int, help="number of private classes (default: from the labels)")
     sp.add_argument("--private", default="digits", help="labelled private data: a folder with one sub-folder per "
                     "class, a .npz with images and labels, or digits (classes 0–4)")

@@ -4,7 +4,37 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _claim, _device, _labelled_data, _param_name, add_data_opts
+from .common import _claim, _device, _labelled_data, _param_name, add_data_opts, add_normalize_opt
+
+
+def _user_encoder(args, prior, channels: int, size: int):
+    """``(encoder, m, normalisation)``: the user's model (:func:`reconguard.audit.loading.load_model`) in its pixel
+    convention, wrapped to take the prior's ``N×d`` samples."""
+    import torch
+
+    from ..audit.loading import load_model, probe
+    from ..nn.normalize import with_normalization
+
+    module, norm = with_normalization(load_model(args.model, args.weights), args.normalize, channels)
+    x = prior.sample(2, generator=torch.Generator().manual_seed(0)).float().reshape(2, channels, size, size)
+    enc, m = probe(module.to(_device(args.device)), x.to(_device(args.device)))
+    return enc, m, norm
+
+
+def _model_shape(args, channels: int) -> tuple[int, int]:
+    """``(channels, size)`` of a user model's inputs: its ``in_shape`` when it declares one, else the flags."""
+    from ..audit.loading import load_model
+
+    shape = getattr(load_model(args.model, args.weights), "in_shape", None)
+    if shape is not None and len(shape) == 3:
+        if args.size is not None and args.size != shape[-1]:
+            from ..errors import ShapeError
+            raise ShapeError(f"--model {args.model} takes {tuple(shape)} images; drop --size or pass --size {shape[-1]}.")
+        return int(shape[0]), int(shape[-1])
+    if args.size is None:
+        from ..errors import ParameterError
+        raise ParameterError(f"--model {args.model}: give its input size with --size (and --channels 3 for RGB).")
+    return channels, args.size
 
 
 def _cmd_bound(args) -> int:
@@ -18,47 +48,50 @@ def _cmd_bound(args) -> int:
     from ..checks import check_fits, check_positive_int
     from ..experiments.bound import choose_path
 
-    size = args.size or (28 if args.encoder in ("splitcnn", "resnet18") else 8)
+    channels = args.channels if args.data == "gaussian" else 1
+    if args.model:
+        channels, size = _model_shape(args, channels)
+        if args.data == "digits" and channels != 1:
+            from ..errors import ShapeError
+            raise ShapeError(f"--model {args.model} takes {channels}-channel images; digits are grey (use --data "
+                             "gaussian --channels 3, or `reconguard audit encoder --data YOUR_IMAGES`).")
+    else:
+        size = args.size or (28 if args.encoder in ("splitcnn", "resnet18") else 8)
     check_positive_int(size, "--size")
     check_positive_int(args.m, "--m")
     check_positive_int(args.k, "--k")
-    channels = args.channels if args.data == "gaussian" else 1
     d = channels * size * size
-    if args.encoder in ("linear", "skewed") and not args.encoder_file:
+    if args.encoder in ("linear", "skewed") and not args.model:
         m = args.m if args.encoder == "linear" else d
         check_fits(8.0 * m * d, f"a linear W of {m}×{d}", "lower --m or --size")
         choose_path(d, 0, "dense")  # WᵀW is exact and dense
-    else:
-        choose_path(d, args.k * args.m, args.path)
-    tag = f"{args.data}-{'file' if args.encoder_file else args.encoder}-m{args.m}-size{size}"
+    tag = f"{args.data}-{'model' if args.model else args.encoder}-m{args.m}-size{size}"
     out = _claim(args, Path(args.out) if args.out else Path("runs") / "bound" / (_param_name(
-        tag, args, ("data", "encoder", "encoder_file", "m", "alpha", "split", "sigma", "tau", "k", "size", "sigma_s",
-                    "score_samples", "seed", "channels", "path")) + ".json"))
+        tag, args, ("data", "encoder", "model", "weights", "normalize", "m", "alpha", "split", "sigma", "tau", "k",
+                    "size", "sigma_s", "score_samples", "seed", "channels", "path")) + ".json"))
     prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits"
              else make_prior(args.data, size, channels=channels))[0]
-    if args.encoder_file:
-        from ..encoders import load_encoder
-        enc = load_encoder(args.encoder_file).to(_device(args.device))
-        if enc.in_dim != d:
-            from ..errors import ShapeError
-            raise ShapeError(f"{args.encoder_file} takes d={enc.in_dim}; pass --size {enc.in_shape[-1]}.")
-        args.encoder = "splitcnn"
+    norm, on_device = None, args.model or args.encoder in ("splitcnn", "resnet18")
+    if args.model:
+        enc, m, norm = _user_encoder(args, prior, channels, size)
     elif args.encoder == "linear":
-        enc = random_linear(d, args.m, seed=args.seed)
+        enc, m = random_linear(d, args.m, seed=args.seed), args.m
     elif args.encoder == "skewed":
-        enc = skewed_linear(d, args.alpha, seed=args.seed)
+        enc, m = skewed_linear(d, args.alpha, seed=args.seed), d
     elif args.encoder == "resnet18":
         from ..encoders import SplitResNet18
-        enc = SplitResNet18(args.split, args.m, (channels, size, size), seed=args.seed,
-                            stem="imagenet" if size >= 64 else "cifar").to(_device(args.device))
+        enc, m = SplitResNet18(args.split, args.m, (channels, size, size), seed=args.seed,
+                               stem="imagenet" if size >= 64 else "cifar").to(_device(args.device)), args.m
     else:
-        enc = SplitCNN(args.split, args.m, (1, size, size), seed=args.seed).to(_device(args.device))
+        enc, m = SplitCNN(args.split, args.m, (1, size, size), seed=args.seed).to(_device(args.device)), args.m
+    if args.model or args.encoder not in ("linear", "skewed"):
+        choose_path(d, args.k * m, args.path)
     report = compute_bounds(enc, prior, args.sigma, tau=args.tau, k=args.k, score_samples=args.score_samples,
-                            seed=args.seed, device=_device(args.device) if args.encoder in ("splitcnn", "resnet18")
-                            else None, progress=not args.quiet, path=args.path)
-    write_json_atomic(out, report)
+                            seed=args.seed, device=_device(args.device) if on_device else None,
+                            progress=not args.quiet, path=args.path)
+    write_json_atomic(out, {**report.to_dict(), "normalize": norm, "model": args.model})
     f = report.fisher
-    print(f"{args.encoder} encoder on {prior.name}: d = {report.d}, m = {report.m}, rank E[G] = {report.rows[0].rank}, "
+    print(f"{args.model or args.encoder} encoder on {prior.name}: d = {report.d}, m = {report.m}, rank E[G] = {report.rows[0].rank}, "
           f"E[G] {'exact' if f.exact else f'from k = {f.k} samples ({f.method})'}, τ = {report.settings['tau']:g}")
     print(f"path: {report.settings['path']}")
     print(f"{'sigma':>8}  {'bound':>22}  {'Maeng (Thm 1)':>13}  {'ceiling':>10}  {'RTC':>8}")
@@ -170,7 +203,11 @@ def register(sub) -> None:
     sp.add_argument("--path", choices=["auto", "dense", "lowrank"], default="auto",
                     help="dense: d×d E[G] and S; lowrank: E[G] as the Gram of its k·m Jacobian rows with an exactly "
                     "isotropic S (Gaussian prior), for inputs as large as 3×224×224; auto: dense when it fits")
-    sp.add_argument("--encoder-file", help="a `reconguard train-encoder` file (replaces --encoder/--m/--split)")
+    sp.add_argument("--model", "--encoder-file", dest="model", help="your encoder (replaces --encoder/--m/--split): "
+                    "path/to/file.py:NAME or package.module:NAME (with --weights), a TorchScript .pt, or a "
+                    "`reconguard train-encoder` file")
+    sp.add_argument("--weights", help="--model's state dict (.pt, read with weights_only=True) or .safetensors")
+    add_normalize_opt(sp)
     sp.add_argument("--m", type=int, default=32, help="embedding size (linear, splitcnn)")
     sp.add_argument("--alpha", type=float, default=1.0, help="eigenvalue skew (skewed)")
     sp.add_argument("--split", choices=["early", "middle", "late"], default="middle",

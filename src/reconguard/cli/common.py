@@ -244,3 +244,10 @@ def add_run_opts(sp, func, out_help: str) -> None:
     sp.add_argument("--quiet", action="store_true")
     sp.add_argument("--device", default="auto")
     sp.set_defaults(func=func)
+
+
+def add_normalize_opt(sp) -> None:
+    """``--normalize``, the same on every command that runs a user's model."""
+    sp.add_argument("--normalize", default="none", help="the pixel convention your model expects: none, imagenet, "
+                    "symmetric ([-1, 1]) or MEANS:STDS per channel; applied inside the model, so images, attacks and "
+                    "MSE stay in [0, 1] pixels (recorded in the results)")

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..experiments.params import AttackSettings, MIAParams, RobustSettings
-from .common import resume_hint, _claim, _device, add_run_opts, add_settings_flags
+from .common import resume_hint, _claim, _device, add_normalize_opt, add_run_opts, add_settings_flags
 
 
 def _defense_options(args) -> dict:
@@ -77,8 +77,27 @@ def _cmd_train(args) -> int:
     return 0
 
 
-def _cmd_evaluate(args) -> int:
+def _classifier(spec: str, args):
+    """``(model, spec)``: a ``reconguard train`` file with its recipe, or any model :func:`reconguard.audit.loading.
+    load_model` takes (the recipe then from ``--size``, on digits), in its ``--normalize`` convention."""
+    from ..audit.loading import load_model
     from ..classifiers import load_classifier
+    from ..errors import CorruptDataError, DataFileNotFoundError
+    from ..nn.normalize import with_normalization
+
+    try:
+        model, recipe = load_classifier(spec)
+    except (DataFileNotFoundError, CorruptDataError):
+        if ":" not in str(spec) and not Path(spec).is_file():
+            raise
+        model, recipe = load_model(spec, args.weights), {"data": "digits", "size": args.size or 16,
+                                                          "label": str(spec)}
+        recipe["in_shape"] = [1, recipe["size"], recipe["size"]]
+    model, norm = with_normalization(model, args.normalize, int(recipe.get("in_shape", [1])[0]))
+    return model, {**recipe, "normalize": norm}
+
+
+def _cmd_evaluate(args) -> int:
     from ..defenses.registry import NO_DEFENSE
     from ..experiments.mia import DefenseRow, load_split
     from ..metrics import accuracy
@@ -87,7 +106,7 @@ def _cmd_evaluate(args) -> int:
     from ..io import write_json_atomic
 
     out = _claim(args, args.out or "runs/evaluate/results.json")
-    loaded = [(path, *load_classifier(path)) for path in args.models]
+    loaded = [(path, *_classifier(path, args)) for path in args.models]
     first = loaded[0][2]
     split = load_split(MIAParams(dataset=first.get("data", "digits"), root=args.root, public_root=args.public_root,
                                  size=first.get("size", 16)))
@@ -201,7 +220,11 @@ def register(sub) -> None:
                  "(default runs/train/<data>-<model>-<defense>-seed<seed>)")
 
     sp = sub.add_parser("evaluate", help="attack trained classifiers (model inversion) and measure robust accuracy")
-    sp.add_argument("models", nargs="+", help="model.pt files written by `reconguard train`")
+    sp.add_argument("models", nargs="+", help="model.pt files written by `reconguard train`, or your classifiers: "
+                    "path/to/file.py:NAME, package.module:NAME (with --weights) or TorchScript .pt (on digits)")
+    sp.add_argument("--weights", help="a state dict (.pt, weights_only) or .safetensors for a file.py:NAME model")
+    sp.add_argument("--size", type=int, help="your classifiers' digit image side (default 16)")
+    add_normalize_opt(sp)
     sp.add_argument("--root", help="private image folder, for models trained on --data folder")
     sp.add_argument("--public-root", help="public image folder (the attacker's generator trains on it)")
     add_settings_flags(sp, AttackSettings, {

@@ -63,3 +63,16 @@ def first_batchnorm_mismatch(model: nn.Module, x: torch.Tensor) -> str | None:
         return (f"the model's first BatchNorm sees inputs unlike its running statistics (mean off by {shift:.1f} "
                 f"running s.d., variance ×{ratio:.3g}): is --normalize the convention it was trained with?")
     return None
+
+
+def with_normalization(model: nn.Module, normalize, channels: int) -> tuple[nn.Module, dict | None]:
+    """``(model, description)``: ``Sequential(Normalize, model)`` for ``--normalize`` (``none``, ``imagenet``,
+    ``symmetric``, ``MEANS:STDS``; checked by :func:`reconguard.inputs.check_normalize`), or the model as it is and
+    None. The one place every command that runs a user's model applies the convention."""
+    from ..inputs import check_normalize
+
+    norm = check_normalize(normalize, int(channels))
+    if norm is None:
+        return model, None
+    layer = Normalize(norm[1], norm[2], norm[0])
+    return nn.Sequential(layer, model).eval(), layer.describe()

@@ -30,6 +30,9 @@ from ..base import Attack, Reconstruction
 PAPER_H = {28: 7, 32: 9}
 
 
+FIRST_OUTPUTS = 2**16  # outputs of the decoder's first projection at most (1024 × 2^16 weights: 1 GiB with Adam)
+
+
 class DecoderNet(nn.Module):
     def __init__(self, m: int, out_shape: tuple[int, int, int], h: int | None = None, width: int = 128):
         super().__init__()
@@ -38,14 +41,19 @@ class DecoderNet(nn.Module):
         if 4 * self.h < max(H, W):
             raise ShapeError(f"decoder h={self.h} gives {4 * self.h}×{4 * self.h} < the image {H}×{W}.")
         act = nn.LeakyReLU(0.2)
-        self.first = nn.Sequential(nn.Linear(m, 1024), act, nn.Linear(1024, width * self.h * self.h))
+        # the projection's outputs capped at FIRST_OUTPUTS (then a 1×1 conv to ``width``): at 224×224 (h = 56) the
+        # full Linear(1024, 128·56²) alone would be 411 M parameters, 6.6 GB with Adam; images up to 88×88 keep it
+        self.first_channels = min(width, max(8, FIRST_OUTPUTS // (self.h * self.h)))
+        widen = [nn.Conv2d(self.first_channels, width, 1), act] if self.first_channels < width else []
+        self.first = nn.Sequential(nn.Linear(m, 1024), act, nn.Linear(1024, self.first_channels * self.h * self.h))
+        self.widen = nn.Sequential(*widen)
         self.width = width
         self.body = nn.Sequential(*[m_ for _ in range(3) for m_ in (nn.Conv2d(width, width, 3, padding=1), act)])
         self.last = nn.Sequential(nn.ConvTranspose2d(width, width, 3, 2, 1, 1), act,
                                   nn.ConvTranspose2d(width, c, 3, 2, 1, 1))
 
     def forward(self, e):
-        x = self.first(e).reshape(e.shape[0], self.width, self.h, self.h)
+        x = self.widen(self.first(e).reshape(e.shape[0], self.first_channels, self.h, self.h))
         x = self.last(self.body(x))
         _, H, W = self.out_shape
         top, left = (x.shape[2] - H) // 2, (x.shape[3] - W) // 2
