@@ -119,8 +119,12 @@ def _load_weights(model: nn.Module, weights: str | Path) -> None:
 def _reconguard_file(path: Path) -> nn.Module | None:
     """The model of a file reconguard wrote (``train-encoder``, ``train``, ``score train``), or None when the file
     is not one (a TorchScript archive, say). A bare state dict is refused: it needs its builder."""
+    import warnings
+
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's note that a TorchScript archive was handed to torch.load
+            warnings.simplefilter("ignore", UserWarning)
+            blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 — not a weights-only pickle: TorchScript is tried next
         return None
     if not isinstance(blob, dict):

@@ -148,10 +148,19 @@ def _cmd_score_check(args) -> int:
     samples = prior.sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     qualities = {}
     if args.model:
+        from ..audit.loading import load_model, probe
         from ..nn.score import ScoreModel
-        model = ScoreModel.load(args.model)
+
+        model = load_model(args.model, args.weights)
+        if not isinstance(model, ScoreModel):  # the user's own: images in, the score ∇ log π (same shape) out
+            wrapped, m = probe(model, samples[:2].float().reshape(2, *data.shape))
+            if m != samples.shape[1]:
+                from ..errors import ShapeError
+                raise ShapeError(f"--model {args.model} gives {m} numbers per image; a score gives one per pixel "
+                                 f"({samples.shape[1]}).")
+        fn = model.score if isinstance(model, ScoreModel) else wrapped
         with torch.no_grad():
-            qualities["score model"] = score_quality(score_matrix(model.score, samples.float()), samples)
+            qualities["score model"] = score_quality(score_matrix(fn, samples.float()), samples)
     if args.ddpm:
         from ..nn.ddpm import load_ddpm
         unet, sched = load_ddpm(args.ddpm)
@@ -239,7 +248,9 @@ def register(sub) -> None:
     sp = ssub.add_parser("check", help="score_quality of a score model, a DDPM and/or the exact prior")
     add_data_opts(sp)
     sp.add_argument("--sigma-s", type=float, default=0.1)
-    sp.add_argument("--model", help="a `reconguard score train` file")
+    sp.add_argument("--model", help="a `reconguard score train` file, or your score model (path/to/file.py:NAME, "
+                    "package.module:NAME with --weights, TorchScript): images in, ∇ log π of the same shape out")
+    sp.add_argument("--weights", help="--model's state dict (.pt, weights_only) or .safetensors")
     sp.add_argument("--ddpm", help="a local diffusers DDPM folder")
     sp.add_argument("--exact", action="store_true", help="also the exact smoothed-empirical prior")
     sp.add_argument("--n", type=int, default=20000)
