@@ -10,13 +10,14 @@ from reconguard.experiments import list_recipes, load_recipe, run_recipe
 RECIPES = ["fig2-linear", "fig3-lpips", "fig4-skew", "fig5-dnn", "fig6-lpips-dnn", "fig8-k", "fig9-tau"]
 
 
-FASHION = {"fig2-linear", "fig5-dnn", "instahide-accuracy", "instahide-attacks", "mia-instances"}
+FASHION = {"fig2-linear", "fig5-dnn", "instahide-accuracy", "instahide-attacks", "mia-instances", "mia-atat-lambda"}
 
 
 def test_all_figures_have_recipes_with_three_presets_and_fashion_where_asked():
     from reconguard.experiments.runner import parse_params, recipe_params
 
-    others = ["instahide-accuracy", "instahide-attacks", "mia-defenses", "mia-instances", "mia-tradeoff"]
+    others = ["instahide-accuracy", "instahide-attacks", "mia-atat-lambda", "mia-defenses", "mia-instances",
+              "mia-tradeoff"]
     assert sorted(list_recipes()) == sorted(RECIPES + others)
     for name in RECIPES + others:
         recipe = load_recipe(name)

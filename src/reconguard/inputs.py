@@ -191,29 +191,3 @@ def check_device(name: Any):
     if text == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise ParameterError("--device mps: not available here; use --device cpu (or auto).")
     return torch.device(text)
-
-
-def check_normalize(text: Any, channels: int):
-    """``--normalize``: ``none``, ``imagenet``, ``symmetric`` or ``MEANS:STDS`` (comma-separated, one value or one
-    per channel) as ``(name, mean, std)``, or None for ``none``."""
-    from .nn.normalize import CONVENTIONS
-
-    if text is None or str(text).lower() in ("", "none"):
-        return None
-    name = str(text).strip().lower()
-    if name in CONVENTIONS:
-        mean, std = CONVENTIONS[name]
-    else:
-        try:
-            means, stds = name.split(":")
-            mean = tuple(float(v) for v in means.split(","))
-            std = tuple(float(v) for v in stds.split(","))
-        except ValueError:
-            raise ParameterError(f"--normalize {text!r}: give none, imagenet, symmetric or MEANS:STDS "
-                                 "(e.g. 0.5,0.5,0.5:0.25,0.25,0.25).") from None
-    if len(mean) not in (1, channels) or len(std) not in (1, channels):
-        raise ParameterError(f"--normalize {text!r}: {len(mean)} mean(s) and {len(std)} std(s) for images of "
-                             f"{channels} channel(s); give one value or one per channel.")
-    if any(s <= 0 for s in std) or not all(map(lambda v: v == v and abs(v) < 1e6, mean + std)):
-        raise ParameterError(f"--normalize {text!r}: stds must be positive and every value finite.")
-    return name if name in CONVENTIONS else "custom", mean, std

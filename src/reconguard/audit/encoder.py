@@ -210,24 +210,24 @@ def _plan(wrapped, images, train, cfg, m, sigmas, score_fn, path, device, max_mi
 
 
 def _attack_row(wrapped, row, held, train, e, score_fn, sigma, cfg, in_shape, seed, device, baseline, stages):
-    """``(SigmaAudit, reconstructions)`` at one σ: the MAP attack and the learned decoder against the bound."""
-    from ..attacks.reconstruction import DecoderAttack, map_attack_sweep
+    """``(SigmaAudit, reconstructions)`` at one σ: the registry's attacks on embeddings (the MAP attack with the
+    prior's score, the learned decoder trained on the other images) against the bound."""
+    from ..attacks.registry import run_attack
     from ..metrics import mse
+    from ..observations import EmbeddingRelease, Knowledge
 
     x = held.reshape(len(held), -1)
+    obs = EmbeddingRelease(e, wrapped, sigma, in_shape)
+    know = Knowledge(score=score_fn, images=train, oracle=x, exact_prior=False)
     attacks, recon = [], {}
-    r = map_attack_sweep(wrapped, x, e, score_fn, sigma, betas=cfg["betas"], in_shape=in_shape,
-                         steps=cfg["map_steps"], device=device)
-    attacks.append(AttackScore("MAP (prior score)", r.mse, r.stderr, {"beta": r.beta}))
-    recon["MAP (prior score)"] = r.reconstructions
-    stages.done("MAP")
-    dec = DecoderAttack(wrapped, in_shape, epochs=cfg["decoder_epochs"], sigma=sigma, seed=seed, device=device)
-    dec.fit(train)
-    rec = dec.run(e).images
-    est = mse(rec, x)
-    attacks.append(AttackScore("learned decoder", est.mean, est.stderr))
-    recon["learned decoder"] = rec
-    stages.done("decoder")
+    for name, label, options in (("map", "MAP (prior score)", {"steps": cfg["map_steps"], "betas": cfg["betas"]}),
+                                 ("decoder", "learned decoder", {"epochs": cfg["decoder_epochs"], "seed": seed})):
+        r = run_attack(name, obs, know, options)
+        est = mse(r.images, x)
+        attacks.append(AttackScore(label, est.mean, est.stderr, {"beta": r.detail["beta"]} if "beta" in r.detail
+                                   else {}))
+        recon[label] = r.images
+        stages.done("MAP" if name == "map" else "decoder")
     violated = any(a.mse < row.bound - 3 * (a.stderr if a.stderr == a.stderr else 0.0) for a in attacks)
     bound = {"name": row.bound_name, "value": row.bound, "point": row.bound_point, "stderr": row.bound_stderr,
              "level": row.level, "rank": row.rank, "kind": row.kind, "saturation": row.saturation,

@@ -19,19 +19,20 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..attacks.reconstruction import DecoderAttack, map_attack_sweep, mixture_posterior_mean
+from ..attacks.registry import applies, attack_names, run_attack
 from ..bounds import ceiling, estimate_fisher, estimate_score_matrix, psi_terms
 from ..data import GaussianMixturePrior
 from ..encoders import SplitCNN, SplitResNet18, load_encoder, random_linear, skewed_linear
 from ..errors import ParameterError, UnknownOptionError
 from ..metrics import mse
+from ..observations import EmbeddingRelease, Knowledge
 from .params import SweepParams
 from ..results import RecipeResult
 from ..bounds.fisher import default_heldout
 from .bound import BoundRow, bound_row
 
 FAMILIES = ("linear", "skewed", "splitcnn", "resnet18")
-ATTACKS = ("mmse", "map", "decoder")
+ATTACKS = attack_names(EmbeddingRelease, runnable=True)  # the registry's attacks on embeddings: mmse, map, decoder
 _SPEC_KEYS = {"family", "m", "alpha", "split", "weights"}
 
 
@@ -230,6 +231,13 @@ def _lpips_of(lp, rec, x, in_shape, cap: int = 256) -> dict:
     return {"lpips": float(v.mean()), "lpips_stderr": se}
 
 
+def _attack_options(name: str, cfg) -> dict:
+    """The recipe's settings of attack ``name`` (its options dataclass in :mod:`reconguard.attacks.registry`)."""
+    return {"map": {"steps": cfg.map_steps},
+            "decoder": {"epochs": cfg.decoder_epochs, "width": cfg.decoder_width, "train": cfg.decoder_train,
+                        "seed": cfg.seed}}.get(name, {})
+
+
 def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shape, cfg, g,
                  exact_prior, lp=None, device=None) -> tuple[dict, dict]:
     """Each attack's MSE/d on the first ``sizes[name]`` of ``x_all`` (and its reconstructions, for the grids)."""
@@ -242,26 +250,14 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
     results, recons = {}, {}
     for name in names:
         x, e = x_all[:sizes[name]], e_all[:sizes[name]]
-        if name == "mmse":
-            if spec.family not in ("linear", "skewed") or not exact_prior:
-                continue
-            rec = mixture_posterior_mean(enc, prior, sigma)(e.to(torch.float64))
-            est = mse(rec, x)
-            results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
-        elif name == "map":
-            r = map_attack_sweep(enc, x, e, score_fn, sigma, in_shape=in_shape, steps=cfg.map_steps)
-            rec = r.reconstructions.cpu()
-            results[name] = {"mse": r.mse, "stderr": r.stderr, "n": x.shape[0], "beta": r.beta, "tried": r.tried}
-        elif name == "decoder":
-            da = DecoderAttack(enc, in_shape, epochs=cfg.decoder_epochs, sigma=sigma, seed=cfg.seed,
-                               width=cfg.decoder_width, device=device)
-            train = prior.sample(cfg.decoder_train, generator=g).to(torch.float32)
-            da.fit(train)
-            rec = da.run(e).images
-            est = mse(rec, x)
-            results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n}
-        else:
-            raise UnknownOptionError(f"unknown attack {name!r}; choose from {ATTACKS}.")
+        obs = EmbeddingRelease(e, enc, sigma, in_shape)
+        know = Knowledge(prior, score_fn, oracle=x, exact_prior=exact_prior)
+        if not applies(name, obs, know):
+            continue
+        r = run_attack(name, obs, know, _attack_options(name, cfg))
+        rec = r.images
+        est = mse(rec, x)
+        results[name] = {"mse": est.mean, "stderr": est.stderr, "n": est.n, **r.detail}
         if lp is not None:
             results[name].update(_lpips_of(lp, rec, x, in_shape))
         recons[name] = rec

@@ -5,8 +5,12 @@ user's. A bound or attack on ``Sequential(Normalize(…), model)`` is a bound on
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
+
+from ..errors import ParameterError
 
 CONVENTIONS = {
     "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
@@ -67,12 +71,34 @@ def first_batchnorm_mismatch(model: nn.Module, x: torch.Tensor) -> str | None:
 
 def with_normalization(model: nn.Module, normalize, channels: int) -> tuple[nn.Module, dict | None]:
     """``(model, description)``: ``Sequential(Normalize, model)`` for ``--normalize`` (``none``, ``imagenet``,
-    ``symmetric``, ``MEANS:STDS``; checked by :func:`reconguard.inputs.check_normalize`), or the model as it is and
+    ``symmetric``, ``MEANS:STDS``; checked by :func:`check_normalize`), or the model as it is and
     None. The one place every command that runs a user's model applies the convention."""
-    from ..inputs import check_normalize
-
     norm = check_normalize(normalize, int(channels))
     if norm is None:
         return model, None
     layer = Normalize(norm[1], norm[2], norm[0])
     return nn.Sequential(layer, model).eval(), layer.describe()
+
+
+def check_normalize(text: Any, channels: int):
+    """``--normalize``: ``none``, ``imagenet``, ``symmetric`` or ``MEANS:STDS`` (comma-separated, one value or one
+    per channel) as ``(name, mean, std)``, or None for ``none``."""
+    if text is None or str(text).lower() in ("", "none"):
+        return None
+    name = str(text).strip().lower()
+    if name in CONVENTIONS:
+        mean, std = CONVENTIONS[name]
+    else:
+        try:
+            means, stds = name.split(":")
+            mean = tuple(float(v) for v in means.split(","))
+            std = tuple(float(v) for v in stds.split(","))
+        except ValueError:
+            raise ParameterError(f"--normalize {text!r}: give none, imagenet, symmetric or MEANS:STDS "
+                                 "(e.g. 0.5,0.5,0.5:0.25,0.25,0.25).") from None
+    if len(mean) not in (1, channels) or len(std) not in (1, channels):
+        raise ParameterError(f"--normalize {text!r}: {len(mean)} mean(s) and {len(std)} std(s) for images of "
+                             f"{channels} channel(s); give one value or one per channel.")
+    if any(s <= 0 for s in std) or not all(map(lambda v: v == v and abs(v) < 1e6, mean + std)):
+        raise ParameterError(f"--normalize {text!r}: stds must be positive and every value finite.")
+    return name if name in CONVENTIONS else "custom", mean, std

@@ -1,0 +1,109 @@
+"""Issue 33, item 1: attacks by name from one registry (``reconguard.attacks.registry``), each declaring the
+observation it sees (``reconguard.observations``); the experiments choose them by name, so swapping two attacks of
+the same observation type in a recipe is a one-word change."""
+
+import importlib
+import inspect
+import pkgutil
+from dataclasses import FrozenInstanceError
+
+import pytest
+import torch
+
+import reconguard.attacks
+from reconguard.attacks.base import Attack
+from reconguard.attacks.registry import ATTACKS, Recovered, applies, attack_names, make_options, run_attack
+from reconguard.errors import ParameterError, UnknownOptionError
+from reconguard.observations import EmbeddingRelease, EncryptedRelease, Knowledge
+
+
+def _attack_classes() -> set:
+    found = set()
+    for info in pkgutil.walk_packages(reconguard.attacks.__path__, "reconguard.attacks."):
+        module = importlib.import_module(info.name)
+        found |= {obj for obj in vars(module).values() if inspect.isclass(obj) and issubclass(obj, Attack)
+                  and obj is not Attack and obj.__module__ == module.__name__}
+    return found
+
+
+def test_every_attack_class_is_registered_once_with_its_observation():
+    registered = [e.cls for e in ATTACKS.values()]
+    assert set(registered) == _attack_classes() and len(registered) == len(set(registered))
+    import reconguard.observations as obs
+    kinds = {obs.EmbeddingRelease, obs.EncryptedRelease, obs.GradientRelease, obs.ClassifierAccess}
+    assert all(e.observes in kinds for e in ATTACKS.values())
+
+
+def _embedding_case():
+    from reconguard.data import load_digits, smoothed_empirical_prior
+    from reconguard.encoders import random_linear
+
+    data = load_digits(8)
+    prior = smoothed_empirical_prior(data.subset(torch.arange(200)), 0.1)
+    enc = random_linear(64, 32, seed=0)
+    x = data.images[300:316].reshape(16, -1).double()
+    obs = EmbeddingRelease(enc(x), enc, 0.0, (1, 8, 8))
+    return obs, Knowledge(prior, prior.score, oracle=x), x  # the decoder trains on the prior's samples
+
+
+@pytest.mark.parametrize("name", attack_names(EmbeddingRelease, runnable=True))
+def test_each_embedding_attack_runs_on_an_embedding_release(name):
+    obs, know, x = _embedding_case()
+    small = {"map": {"steps": 300, "betas": (0.0, 2e-4)}, "decoder": {"epochs": 30, "width": 16}}.get(name, {})
+    r = run_attack(name, obs, know, small)
+    assert isinstance(r, Recovered) and r.attack == name and r.images.shape == x.shape
+    assert r.options == make_options(name, small).__dict__ and "options" in r.to_dict()
+    mse = float(((r.images.double() - x) ** 2).mean())
+    guess = float(((x.mean(0, keepdim=True) - x) ** 2).mean())
+    assert mse < guess  # a working attack, not a stub: better than the mean image (m = 32 of d = 64)
+
+
+def test_averaging_runs_on_an_encrypted_release():
+    from reconguard.data import load_digits
+    from reconguard.encoders import InstaHide
+
+    d = load_digits(8)
+    enc = InstaHide(k=2, mode="inside").encrypt(d.images[:12], d.labels[:12], seed=0)
+    obs = EncryptedRelease(enc.images, enc.labels, 2)
+    r = run_attack("averaging", obs, Knowledge(), {"m": 2})
+    assert r.images.shape[1:] == enc.images.shape[1:] and r.options == {"m": 2}
+
+
+def test_wrong_observation_unknown_options_and_frozen_observations_are_refused():
+    obs, know, _ = _embedding_case()
+    with pytest.raises(ParameterError, match="observes an EncryptedRelease"):
+        run_attack("averaging", obs, know)
+    with pytest.raises(UnknownOptionError, match="its options are"):
+        run_attack("map", obs, know, {"stepz": 3})
+    with pytest.raises(UnknownOptionError, match="unknown attack"):
+        run_attack("mapp", obs, know)
+    with pytest.raises(FrozenInstanceError):
+        obs.sigma = 1.0
+    from reconguard.encoders import SplitCNN
+    cnn = SplitCNN("early", 8, (1, 8, 8))
+    assert not applies("mmse", EmbeddingRelease(obs.embeddings, cnn, 0.0, (1, 8, 8)), know)  # exact for linear only
+    assert applies("mmse", obs, know) and applies("decoder", obs, know)
+
+
+def test_swapping_two_embedding_attacks_in_a_recipe_is_one_word(tmp_path):
+    from reconguard.experiments import run_recipe
+
+    text = """name: swap
+title: swap
+kind: sweep
+params:
+  datasets: {digits: {sigma_s: 0.1}}
+  sigmas: [0.001]
+  taus: [0.0]
+  attacks: [ATTACK]
+  plot: axis
+  seed: 0
+presets:
+  smoke: {size: 8, encoders: [{family: linear, m: [16]}], n_attack: 8, score_samples: 2000, map_steps: 20,
+          decoder_epochs: 1, decoder_width: 8, decoder_train: 64}
+"""
+    for name in ("map", "decoder"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text.replace("ATTACK", name))
+        r = run_recipe(str(path), "smoke", progress=False)
+        assert set(r.points[0].attacks) == {name}
