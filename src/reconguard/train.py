@@ -41,6 +41,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .checks import check_positive_int, check_scalar
+from .defenses.base import defense_hook
 from .errors import CorruptDataError, ParameterError, UnknownOptionError
 from .progress import progress as progress_bar
 from .results import Result
@@ -148,7 +149,7 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
     """
     epochs, batch_size = check_positive_int(epochs, "epochs"), check_positive_int(batch_size, "batch_size")
     lr = check_scalar(lr, "lr", low=0.0, low_open=True)
-    hook = lambda name: getattr(defense, name, None) if defense is not None else None  # noqa: E731
+    hook = lambda name: defense_hook(defense, name)  # noqa: E731
     if select is None:
         select = getattr(defense, "select", None) or "val_loss"
         acc_window = acc_window if acc_window is not None else getattr(defense, "acc_window", None)

@@ -1,7 +1,8 @@
 """What every defense carries besides its training hooks: the knowledge the pipeline around it needs.
 
-A defense is a plain object of hooks for :func:`reconguard.train.fit` (``prepare``, ``loss``, ``on_epoch``, …;
-each optional, looked up by name). This base adds, with defaults that fit most defenses, what the recipes,
+A defense is a plain object of hooks for :func:`reconguard.train.fit`, each optional: the names are declared
+once in :data:`HOOKS`, ``fit`` asks only for those, and a subclass method whose name is a near miss of one
+(``on_epcoh``, ``prepre``) fails when the class is created — a misspelled override cannot silently do nothing. This base adds, with defaults that fit most defenses, what the recipes,
 the CLI and the saved-model loader used to know by the defense's name:
 
 - ``options``: the constructor arguments offered as CLI flags, ``{argument: help}`` (the flag's type and
@@ -26,6 +27,22 @@ import torch
 from torch import nn
 
 
+HOOKS = frozenset({  # what reconguard.train.fit calls, when a defense defines it
+    "prepare", "wrap_model", "wrap_loader", "loss", "on_batch", "on_epoch", "on_val", "after_epoch", "finish",
+    "state_dict", "load_state_dict",
+})
+BASE_METHODS = frozenset({"structure", "report", "train_labels", "deploy", "saved_module"})
+
+
+def _near_miss(name: str) -> str | None:
+    import difflib
+
+    if name.startswith("_") or name in HOOKS or name in BASE_METHODS:
+        return None
+    close = difflib.get_close_matches(name, sorted(HOOKS | BASE_METHODS), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 class Defense:
     options: ClassVar[dict[str, str]] = {}
     flag_names: ClassVar[dict[str, str]] = {}
@@ -34,6 +51,14 @@ class Defense:
     labels_meaningful: ClassVar[bool] = True
     checkpoints: ClassVar[bool] = True
     structural: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, value in vars(cls).items():
+            hook = _near_miss(name) if callable(value) else None
+            if hook is not None:
+                raise TypeError(f"{cls.__name__}.{name}: not a defense hook — did you mean {hook!r}? The hooks are "
+                                f"{', '.join(sorted(HOOKS | BASE_METHODS))}.")
 
     def structure(self) -> dict:
         return {}
@@ -53,3 +78,10 @@ class Defense:
 
 class NoDefense(Defense):
     """Plain training (the paper's NoDef): no hooks."""
+
+
+def defense_hook(defense, name: str):
+    """The defense's hook ``name`` (one of :data:`HOOKS`), or None when it has none (or there is no defense)."""
+    if name not in HOOKS:
+        raise KeyError(f"{name!r} is not a declared defense hook ({', '.join(sorted(HOOKS))}).")
+    return getattr(defense, name, None) if defense is not None else None

@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from ..checks import check_positive_int
+from .base import Defense
 from ..encoders.instahide import InstaHide
 from ..errors import ParameterError
 
@@ -26,11 +27,19 @@ def _images_labels(data) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-class InstaHideTraining:
-    """A ``fit`` defense: re-encrypt the private set every epoch (``seed=None``: cryptographic keys)."""
+class InstaHideTraining(Defense):
+    """A ``fit`` defense: re-encrypt the private set every epoch (``seed=None``: cryptographic keys). ``scheme`` is
+    an :class:`~reconguard.encoders.InstaHide` (or Mixup) scheme; without one, InstaHide with ``k`` images per mix
+    in ``mode`` (inside: private partners only)."""
 
-    def __init__(self, scheme: InstaHide, seed: int | None = None, val_seed: int = 12345):
-        self.scheme, self.seed, self.val_seed = scheme, seed, val_seed
+    options = {"k": "InstaHide: images per mix", "mode": "InstaHide: inside or cross"}
+    flag_names = {"k": "instahide-k", "mode": "instahide-mode"}
+    augmentation = None  # it mixes whole images: crops would misalign the mixes' members
+
+    def __init__(self, scheme: InstaHide | None = None, seed: int | None = None, val_seed: int = 12345, *,
+                 k: int = 4, mode: str = "inside"):
+        self.scheme = scheme if scheme is not None else InstaHide(k=int(k), mode=mode)
+        self.seed, self.val_seed = seed, val_seed
         self.stats = None
 
     def _encrypt(self, data, seed):
@@ -45,6 +54,17 @@ class InstaHideTraining:
 
     def on_val(self, val, epoch: int):
         return self._encrypt(val, self.val_seed)
+
+    def deploy(self, model):
+        """Plain inference (``predict_plain``): the model sees normalised, unmixed, unmasked images."""
+        if self.stats is None:
+            return model
+        from ..nn.normalize import Normalize
+
+        return torch.nn.Sequential(Normalize(self.stats[0], self.stats[1], "instahide"), model).eval()
+
+    def saved_module(self, model):
+        return model[1] if isinstance(model, torch.nn.Sequential) and len(model) == 2 else model
 
 
 def predict_plain(model, images: torch.Tensor, stats, batch: int = 512) -> torch.Tensor:

@@ -18,6 +18,7 @@ from .adversarial import ATAT, AdversarialTraining
 from .base import Defense, NoDefense
 from .bido import BiDO
 from .dpsgd import DPSGD
+from .instahide import InstaHideTraining
 from .mid import MID
 from .negls import NegLS
 from .permuted import PermutedLabels
@@ -42,6 +43,7 @@ DEFENSES: dict[str, tuple[type[Defense], dict]] = {
     "unseen-pixels": (UnseenPixels, {}),
     "permuted": (PermutedLabels, {}),
     "dpsgd": (DPSGD, {}),
+    "instahide-training": (InstaHideTraining, {}),  # InstaHide's own training (re-encrypted every epoch)
 }
 NO_DEFENSE = "nodef"
 EXPERIMENT = ("atat", NO_DEFENSE)  # (treated, control) of the randomised experiment
