@@ -2,8 +2,9 @@
 
 A defense is a plain object of hooks for :func:`reconguard.train.fit`, each optional: the names are declared
 once in :data:`HOOKS`, ``fit`` asks only for those, and a subclass method whose name is a near miss of one
-(``on_epcoh``, ``prepre``) fails when the class is created — a misspelled override cannot silently do nothing. This base adds, with defaults that fit most defenses, what the recipes,
-the CLI and the saved-model loader used to know by the defense's name:
+(``on_epcoh``, ``prepre``) fails when the class is created — a misspelled override cannot silently do nothing.
+This base adds, with defaults that fit most defenses, what the recipes, the CLI and the saved-model loader used
+to know by the defense's name:
 
 - ``options``: the constructor arguments offered as CLI flags, ``{argument: help}`` (the flag's type and
   default come from the constructor's signature; ``flag_names`` renames a flag, e.g. ``lam`` → ``--lambda``);
