@@ -572,7 +572,8 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     # one assign call never raises the error of the states it starts from
     atk = CarliniAttack(4, 30)
     L = torch.as_tensor(labels, dtype=torch.float64)
-    classes, members = atk._class_members(L, len(L))
+    from reconguard.attacks.instahide.carlini_options import class_members
+    classes, members = class_members(L, len(L), 30, "inside")
     opts = LocalOptions([(t, *pc) for t in range(len(L)) for pc in atk.grid.components(L[t], members)], 30, len(L))
     A = opts.random(torch.Generator().manual_seed(0))
     X = torch.randn(30, 64, dtype=torch.float64, generator=torch.Generator().manual_seed(1))

@@ -5,7 +5,7 @@ that runs it — ``run_attack(name, observation, knowledge, options) -> Result``
 The sweep (embedding attacks), the audit and the CLI take their names from here (:func:`attack_names`): a recipe
 swaps ``map`` for ``decoder`` by changing one word, and a new attack is one class plus one line. Each attack's
 settings are a frozen dataclass (``options``), validated once and recorded in the result's ``detail``.
-Entries with ``run=None`` are components (a similarity network, a demasker) or attacks whose experiments drive
+Entries with ``runner=None`` are components (a similarity network, a demasker) or attacks whose experiments drive
 them directly (the InstaHide suite, the model-inversion evaluator); their ``observes`` still says what they see.
 """
 
@@ -112,7 +112,7 @@ def _predicate_mmse(obs: EmbeddingRelease, know: Knowledge) -> bool:
 class AttackEntry:
     cls: type
     observes: type
-    run: Callable | None = None                # (observation, knowledge, options) -> Recovered
+    runner: Callable | None = None             # (observation, knowledge, options) -> Recovered
     options: type | None = None                # the options dataclass
     applies: Callable | None = None            # (observation, knowledge) -> bool: whether it can run at all
 
@@ -138,7 +138,7 @@ ATTACKS: dict[str, AttackEntry] = {
 def attack_names(observes: type | None = None, runnable: bool = False) -> tuple[str, ...]:
     """The registered names (of one observation type; only those ``run_attack`` runs, with ``runnable``)."""
     return tuple(n for n, e in ATTACKS.items()
-                 if (observes is None or e.observes is observes) and (not runnable or e.run is not None))
+                 if (observes is None or e.observes is observes) and (not runnable or e.runner is not None))
 
 
 def attack_entry(name: str) -> AttackEntry:
@@ -172,4 +172,4 @@ def run_attack(name: str, observation, knowledge: Knowledge | None = None, optio
         raise ParameterError(f"attack {name} observes an {entry.observes.__name__}, got "
                              f"{type(observation).__name__}.")
     opts = options if options is not None and not isinstance(options, dict) else make_options(name, options)
-    return entry.run(observation, knowledge or Knowledge(), opts)
+    return entry.runner(observation, knowledge or Knowledge(), opts)

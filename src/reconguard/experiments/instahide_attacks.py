@@ -94,6 +94,111 @@ def suite_data(p):
     return data
 
 
+@dataclass(frozen=True)
+class _Challenge:
+    """One scheme's challenge as the suite's attacks see it (and the owner's assignment, for ks / pairs)."""
+
+    scheme: object
+    mode: str
+    enc: torch.Tensor
+    labels: torch.Tensor
+    owner: torch.Tensor
+    own: object          # the attacker's own digits (an ImageDataset)
+    stats: tuple
+    pool: object
+    n: int
+    T: int
+
+
+def _carlini(p, c: _Challenge, attack: str):
+    free, extra = attack == "carlini-label-free", {}
+    noise = c.pool.get(torch.arange(min(len(c.pool), 2000))) if c.mode == "cross" else None
+    try:
+        atk = CarliniAttack(c.scheme.k, c.n, c1=c.scheme.c1, c2=getattr(c.scheme, "c2", 0.3), mode=c.mode,
+                            restarts=p.restarts)
+        if free:  # a search too large fails here, before the network is trained
+            atk.check_free_search(c.n, len(c.enc), c.enc[0].numel(), bool(p.similarity_steps))
+        similarity = None
+        if free and p.similarity_steps:
+            net = SimilarityNetwork(c.enc.shape[1], steps=p.similarity_steps, seed=0)
+            net.fit(c.scheme, c.own.images, stats=c.stats)
+            sim = net.run(c.enc, c.owner[:, None] == c.owner[None, :])
+            similarity = sim.scores
+            if sim.auc is not None:
+                extra["similarity_auc_same_owner"] = sim.auc
+        r = atk.run(c.enc, None if free else c.labels, c.own.images, noise_images=noise, similarity=similarity)
+        return r.images, {**extra, "residual": r.residual}
+    except ReconguardError as exc:  # e.g. the assignment search is too large for this k
+        return None, {"not run": str(exc)}
+
+
+def _averaging(p, c: _Challenge, attack: str):
+    e = c.enc
+    if attack == "demask-averaging":
+        if not c.scheme.masked:
+            return None
+        m_own = p.demask_images or len(c.own)
+        mixes = c.scheme.encrypt(c.own.images[:m_own], c.own.labels[:m_own], seed=1, stats=c.stats)
+        dm = Demasker(c.enc.shape[1], epochs=p.demask_epochs, seed=0)
+        dm.fit(mixes.images * mixes.key.mask)
+        e = dm.run(c.enc).demasked
+    lam = float(c.labels.max(1).values.mean())
+    r = AveragingAttack(strong=False, m=p.m, own_coefficient=lam).run(e, k=c.scheme.k)
+    mean = torch.tensor(c.stats[0]).reshape(1, -1, 1, 1)
+    std = torch.tensor(c.stats[1]).reshape(1, -1, 1, 1)
+    return (r.estimates.float() * std + mean).clamp(0, 1), {}
+
+
+def _ks(p, c: _Challenge, attack: str):
+    r = ks_test(torch.stack([c.enc[c.owner == i][:c.T] for i in range(c.n)]))
+    return None, {"statistic_all": r.statistic_all, "pvalue_all": r.pvalue_all,
+                  "statistic_other": r.statistic_other, "pvalue_other": r.pvalue_other}
+
+
+def _pairs(p, c: _Challenge, attack: str):
+    if c.scheme.masked:
+        return None
+    share = c.owner[:, None] == c.owner[None, :]
+    return None, {"auc_same_owner": PairAttack(reference=c.own.images).run(c.enc, share).auc}
+
+
+# each suite attack: (params, challenge, name) → (images or None, extra), or None where it does not apply
+SUITE = {"carlini": _carlini, "carlini-label-free": _carlini, "averaging": _averaging,
+         "demask-averaging": _averaging, "ks": _ks, "pairs": _pairs}
+ATTACKS = tuple(SUITE)
+
+
+def _one_scheme(p, spec, private, own, pool, attacks):
+    """``(rows, examples, label)``: the random-guess row and every attack's row on one scheme's fresh challenge."""
+    scheme, label = _scheme(spec, pool)
+    name, mode = label.split(" k=")[0].split()[0], spec.get("mode", "inside")
+    with tempfile.TemporaryDirectory() as tmp:
+        make_challenge(scheme, private.images, private.labels, p.n, p.T, Path(tmp) / "c", Path(tmp) / "t",
+                       seed=p.seed, nonmembers=own.images)
+        load = lambda f: torch.from_numpy(np.load(Path(tmp) / f))  # noqa: E731
+        truth = load("t/private.npy")
+        c = _Challenge(scheme, mode, load("c/encryptions.npy"), load("c/labels.npy"), load("t/assignment.npy"),
+                       own, scheme.channel_stats(own.images), pool, p.n, p.T)
+        ex = {"truth": truth}
+        guess = score_challenge(truth, Path(tmp) / "t").baseline
+        rows = [AttackRow(name, mode, scheme.k, GUESS, guess.identified, guess.matched_ssim, {}, 0.0)]
+        for attack in attacks:
+            start = time.perf_counter()
+            out = SUITE[attack](p, c, attack)
+            if out is None:
+                continue
+            images, extra = out
+            sc = score_challenge(images, Path(tmp) / "t") if images is not None else None
+            if images is not None:
+                ex[attack] = _matched_images(images, truth).float()
+                if sc.n_recovered != sc.n_true:  # more outputs than private images: a guess of that size
+                    extra = {**extra, "outputs": sc.n_recovered, "guess_identified": sc.baseline.identified,
+                             "guess_ssim": sc.baseline.matched_ssim}
+            rows.append(AttackRow(name, mode, scheme.k, attack, sc.identified if sc else None,
+                                  sc.matched_ssim if sc else None, extra, time.perf_counter() - start))
+    return rows, ex, label
+
+
 def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, dict]:
     """Every attack on every scheme; ``units`` (a UnitCache) keeps finished schemes for ``--resume``."""
     from .units import UnitCache, plain, restore
@@ -102,7 +207,6 @@ def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, 
     digits = suite_data(p)
     perm = torch.randperm(len(digits), generator=torch.Generator().manual_seed(p.seed))
     private, own = digits.subset(perm[:1000]), digits.subset(perm[1000:])
-    n, T = p.n, p.T
     attacks = list(p.attacks or ATTACKS)
     bad = set(attacks) - set(ATTACKS)
     if bad:
@@ -112,91 +216,17 @@ def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, 
     for spec in p.schemes:
         key = repr(sorted(spec.items()))
         saved = units.get(key)
-        if saved is not None:
-            rows += [restore(AttackRow, r) for r in saved["rows"]]
-            examples[saved["label"]] = saved["examples"]
-            if progress is not None:
-                progress.update(1)
-            continue
-        first_row = len(rows)
-        if spec.get("mode") == "cross" and pool is None:
-            from .instahide import public_pool
-            pool = public_pool("samples", private.shape)
-        scheme, label = _scheme(spec, pool)
-        with tempfile.TemporaryDirectory() as tmp:
-            make_challenge(scheme, private.images, private.labels, n, T, Path(tmp) / "c", Path(tmp) / "t",
-                           seed=p.seed, nonmembers=own.images)
-            enc = torch.from_numpy(np.load(Path(tmp) / "c" / "encryptions.npy"))
-            labels = torch.from_numpy(np.load(Path(tmp) / "c" / "labels.npy"))
-            truth = torch.from_numpy(np.load(Path(tmp) / "t" / "private.npy"))
-            owner = torch.from_numpy(np.load(Path(tmp) / "t" / "assignment.npy"))
-            stats = scheme.channel_stats(own.images)
-            mean = torch.tensor(stats[0]).reshape(1, -1, 1, 1)
-            std = torch.tensor(stats[1]).reshape(1, -1, 1, 1)
-            ex = {"truth": truth}
-            guess = score_challenge(truth, Path(tmp) / "t").baseline
-            rows.append(AttackRow(label.split(" k=")[0].split()[0], spec.get("mode", "inside"), scheme.k, GUESS,
-                                  guess.identified, guess.matched_ssim, {}, 0.0))
-            for attack in attacks:
-                start = time.perf_counter()
-                images, extra = None, {}
-                if attack in ("carlini", "carlini-label-free"):
-                    free = attack == "carlini-label-free"
-                    mode = spec.get("mode", "inside")
-                    noise = pool.get(torch.arange(min(len(pool), 2000))) if mode == "cross" else None
-                    try:
-                        atk = CarliniAttack(scheme.k, n, c1=scheme.c1, c2=getattr(scheme, "c2", 0.3), mode=mode,
-                                            restarts=p.restarts)
-                        if free:
-                            # a search too large fails here, before the network is trained
-                            atk.check_free_search(n, len(enc), enc[0].numel(), bool(p.similarity_steps))
-                        similarity = None
-                        if free and p.similarity_steps:
-                            net = SimilarityNetwork(enc.shape[1], steps=p.similarity_steps, seed=0)
-                            net.fit(scheme, own.images, stats=stats)
-                            sim = net.run(enc, owner[:, None] == owner[None, :])
-                            similarity = sim.scores
-                            if sim.auc is not None:
-                                extra["similarity_auc_same_owner"] = sim.auc
-                        r = atk.run(enc, None if free else labels, own.images, noise_images=noise, similarity=similarity)
-                        images, extra = r.images, {**extra, "residual": r.residual}
-                    except ReconguardError as exc:  # e.g. the assignment search is too large for this k
-                        extra = {"not run": str(exc)}
-                elif attack in ("averaging", "demask-averaging"):
-                    e = enc
-                    if attack == "demask-averaging":
-                        if not scheme.masked:
-                            continue
-                        m_own = p.demask_images or len(own)
-                        mixes = scheme.encrypt(own.images[:m_own], own.labels[:m_own], seed=1, stats=stats)
-                        dm = Demasker(enc.shape[1], epochs=p.demask_epochs, seed=0)
-                        dm.fit(mixes.images * mixes.key.mask)
-                        e = dm.run(enc).demasked
-                    lam = float(labels.max(1).values.mean())
-                    r = AveragingAttack(strong=False, m=p.m, own_coefficient=lam).run(e, k=scheme.k)
-                    images = (r.estimates.float() * std + mean).clamp(0, 1)
-                elif attack == "ks":
-                    grouped = torch.stack([enc[owner == i][:T] for i in range(n)])
-                    r = ks_test(grouped)
-                    extra = {"statistic_all": r.statistic_all, "pvalue_all": r.pvalue_all,
-                             "statistic_other": r.statistic_other, "pvalue_other": r.pvalue_other}
-                elif attack == "pairs":
-                    if scheme.masked:
-                        continue
-                    share = owner[:, None] == owner[None, :]
-                    extra = {"auc_same_owner": PairAttack(reference=own.images).run(enc.abs() if scheme.masked else enc,
-                                                                                      share).auc}
-                sc = score_challenge(images, Path(tmp) / "t") if images is not None else None
-                if images is not None:
-                    ex[attack] = _matched_images(images, truth).float()
-                    if sc.n_recovered != sc.n_true:  # more outputs than private images: a guess of that size
-                        extra = {**extra, "outputs": sc.n_recovered, "guess_identified": sc.baseline.identified,
-                                 "guess_ssim": sc.baseline.matched_ssim}
-                rows.append(AttackRow(label.split(" k=")[0].split()[0], spec.get("mode", "inside"), scheme.k, attack,
-                                      sc.identified if sc else None, sc.matched_ssim if sc else None, extra,
-                                      time.perf_counter() - start))
-            examples[label] = ex
-        units.put(key, {"rows": [plain(r) for r in rows[first_row:]], "label": label, "examples": ex})
+        if saved is None:
+            if spec.get("mode") == "cross" and pool is None:
+                from .instahide import public_pool
+                pool = public_pool("samples", private.shape)
+            new, ex, label = _one_scheme(p, spec, private, own, pool, attacks)
+            units.put(key, {"rows": [plain(r) for r in new], "label": label, "examples": ex})
+            saved = {"rows": new, "label": label, "examples": ex}
+        else:
+            saved = {**saved, "rows": [restore(AttackRow, r) for r in saved["rows"]]}
+        rows += saved["rows"]
+        examples[saved["label"]] = saved["examples"]
         if progress is not None:
             progress.update(1)
     return rows, examples

@@ -264,6 +264,22 @@ def _run_attacks(names, enc, spec, prior, score_fn, x_all, sizes, sigma, in_shap
     return results, recons
 
 
+def _restore_unit(saved: dict, dataset: str, examples: dict | None) -> list:
+    """The points (and example rows, into ``examples``) of one encoder finished by an interrupted run."""
+    from .units import restore
+
+    points = []
+    for d_ in saved["points"]:
+        d_ = dict(d_)
+        if d_.get("rtc") is None:
+            d_["rtc"] = math.inf
+        points.append(restore(SweepPoint, d_))
+    if examples is not None:
+        for sigma, label, rtc_val, rec in saved["examples"]:
+            examples[(dataset, float(sigma))]["rows"].append((label, rtc_val, rec))
+    return points
+
+
 def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, int, int], encoders: list[EncoderSpec],
               sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
               attacks=("mmse",), ks=(256,), taus=(0.0,), n_attack: int | dict = 64, score_samples: int = 20000,
@@ -292,7 +308,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
     if examples is not None:
         for sigma in sigmas:
             examples.setdefault((dataset, float(sigma)), {"originals": x[:shown], "rows": []})
-    from .units import UnitCache, plain, restore
+    from .units import UnitCache, plain
 
     units = units or UnitCache(None, {})
     points = []
@@ -300,14 +316,7 @@ def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, in
         key = f"{dataset}|{i}|{spec}"
         saved = units.get(key)
         if saved is not None:  # a finished encoder of an interrupted run (--resume)
-            for d_ in saved["points"]:
-                d_ = dict(d_)
-                if d_.get("rtc") is None:
-                    d_["rtc"] = math.inf
-                points.append(restore(SweepPoint, d_))
-            if examples is not None:
-                for sigma, label, rtc_val, rec in saved["examples"]:
-                    examples[(dataset, float(sigma))]["rows"].append((label, rtc_val, rec))
+            points += _restore_unit(saved, dataset, examples)
             if progress is not None:
                 progress.update(len(sigmas))
             continue

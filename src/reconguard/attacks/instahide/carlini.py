@@ -83,7 +83,6 @@ Measured in ``benchmarks/carlini.py`` (README).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -94,10 +93,10 @@ from ...errors import ParameterError, ShapeError, UnknownOptionError
 from ..base import Attack
 from ...results import Result
 from ...progress import progress
-from .carlini_local import LocalOptions
+from .carlini_local import LocalOptions, labelled_options
 from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
                             split_overloaded)
-from .carlini_options import Options, RowGrid
+from .carlini_options import Options, RowGrid, class_members
 from .carlini_signs import orient_by_prior
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
@@ -119,6 +118,21 @@ class CarliniResult(Result):
     public_normalization: str | None = None  # cross mode: the public part's normalisation assumed ("private"/"own")
     search: str = "exhaustive"            # the assignment: every label-consistent row, or "local" (carlini_local)
     _skip_in_dict = ("images", "normalized", "mixing")
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run's state, passed explicitly (the attack object keeps only its settings, so one object can run twice
+    at once): the X-step, the box [0, 1] occupies once normalised, the cross-mode noise model and the metric."""
+
+    solver: str
+    box: tuple
+    noise: tuple = (None, None)
+    metric: object = PLAIN
+
+    def predict(self, A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """The model of |x̃| (``carlini_model.predict``) with this run's public-noise statistics."""
+        return predict(A, X, *self.noise)
 
 
 class CarliniAttack(Attack):
@@ -168,12 +182,12 @@ class CarliniAttack(Attack):
         self.normalize = normalize
         self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
-    def _anneal(self, A, opts, B, prior, steps: int = 30):
+    def _anneal(self, r: _Run, A, opts, B, prior, steps: int = 30):
         """Deterministic annealing: soft assignments p ∝ exp(−residual/τ) per encryption, τ lowered geometrically
         from the residuals' median to 1 % of it; the X-step on them is the lifting on the expected pair
         features, or (direct solver) Adam on the p-weighted error of each encryption's ``top`` options."""
-        X = self._solve(A, B, prior)
-        res = opts.residuals(X, B, self._noise, self._metric)
+        X = self._solve(r, A, B, prior)
+        res = opts.residuals(X, B, r.noise, r.metric)
         tau0 = float(res.median())
         owner, N = opts.owner, opts.n_encryptions
         for step in range(steps):
@@ -183,38 +197,35 @@ class CarliniAttack(Attack):
             w = torch.exp(logits - mx[owner])
             z = torch.zeros(N, dtype=w.dtype).index_add_(0, owner, w)
             p = w / z[owner]
-            if self._solver == "direct":
+            if r.solver == "direct":
                 keep = opts.top(p, self.top_options)
                 R, own, pk = opts.rows(keep), owner[keep], p[keep] / z.new_zeros(N).index_add_(0, owner[keep], p[keep])[owner[keep]]
-                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, self._predict, self._box, weights=pk[:, None])[1]
+                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, r.predict, r.box, weights=pk[:, None])[1]
             else:
                 Aexp, W = opts.expected(p)
                 X = lift(Aexp, B, prior, W)
-            res = opts.residuals(X, B, self._noise, self._metric)
-        return opts.assign(X, B, self._noise, self._metric)[0]
+            res = opts.residuals(X, B, r.noise, r.metric)
+        return opts.assign(X, B, r.noise, r.metric)[0]
 
-    def _predict(self, A: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-        """The model of |x̃| (``carlini_model.predict``) with this run's public-noise statistics."""
-        return predict(A, X, *self._noise)
+    @staticmethod
+    def _descend(r: _Run, X, B, steps: int, lr: float, rows, extra=()):
+        return descend(X, B, steps, lr, rows, r.predict, r.box, extra)
 
-    def _descend(self, X, B, steps: int, lr: float, rows, extra=()):
-        return descend(X, B, steps, lr, rows, self._predict, self._box, extra)
-
-    def _solve(self, A, B, prior, X=None, steps: int | None = None):
+    def _solve(self, r: _Run, A, B, prior, X=None, steps: int | None = None):
         """X given A. Lift solver: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``)
         Adam steps on the model's error. Direct solver: ``steps`` (default ``direct_steps``) Adam steps from
         ``X`` (default: the prior mean), no lifting."""
-        if self._solver == "direct":
+        if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
-            X = self._descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
-            return flip_signs(orient(X, A, B, prior, self._predict, self._box), A, B, self._noise, self._box)
+            X = self._descend(r, X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
+            return flip_signs(orient(X, A, B, prior, r.predict, r.box), A, B, r.noise, r.box)
         X = lift(A, B, prior) if X is None else X
         steps = self.refine_steps if steps is None else steps
         if not steps:
             return X
-        return self._descend(X, B, steps, 0.05, lambda: A)[1]
+        return self._descend(r, X, B, steps, 0.05, lambda: A)[1]
 
-    def _polish(self, A, X, B, steps: int = 300):
+    def _polish(self, r: _Run, A, X, B, steps: int = 300):
         """Label-free coefficients are on a grid: refine the chosen members' coefficients (in [0, c1]; their
         sum 1 inside, in [c2, 1] cross) jointly with X by Adam on the model's error."""
         on = A > 0
@@ -225,7 +236,7 @@ class CarliniAttack(Attack):
             mass = Ac.sum(1, keepdim=True)
             return Ac / mass if self.mode == "inside" else Ac * (mass.clamp(self.c2, 1.0) / mass)
 
-        return self._descend(X, B, steps, 0.01, rows, extra=(a,))
+        return self._descend(r, X, B, steps, 0.01, rows, extra=(a,))
 
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
@@ -257,9 +268,60 @@ class CarliniAttack(Attack):
         ``public``); ``similarity``: an N×N matrix of pair scores (``SimilarityNetwork.scores``) — one more
         start, from the encryptions clustered on it (``cluster_encryptions``)."""
         from ...encoders.instahide import InstaHide
-        from .similarity import cluster_encryptions
 
         start = time.perf_counter()
+        E, public, noise, similarity = self._inputs(encryptions, public, noise_images, similarity)
+        N = E.shape[0]
+        if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
+            raw = torch.as_tensor(labels)
+            labels = raw.to(torch.float64)
+            classes, members = class_members(labels, N, self.n, self.mode, max(1e-4, 2 * torch.finfo(raw.dtype).eps)
+                                                   if raw.is_floating_point() else 1e-4)
+            if self.mode == "inside":
+                labels = labels / labels.sum(1, keepdim=True)
+        else:
+            classes, members = [-1] * self.n, None
+        n_hat = len(classes)
+        solver = "direct" if self.solver == "auto" else self.solver
+        if solver == "lift" and n_hat * (n_hat + 1) // 2 > N:
+            raise ParameterError(f"{N} encryptions cannot determine {n_hat} images by lifting (needs N ≥ n(n+1)/2 = "
+                                 f"{n_hat * (n_hat + 1) // 2}); use solver='direct' (or 'auto'), which needs no pair to "
+                                 "co-occur.")
+        B = E.reshape(N, -1).abs()
+        # Statistics rounded to 6 decimals: vectorised float32 sums differ in the last bits with the input's memory
+        # alignment, and the discrete assignment turns those bits into a different local minimum.
+        stats = tuple(tuple(round(v, 6) for v in part)
+                      for part in InstaHide(k=self.k, normalize=self.normalize).channel_stats(public))
+        own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
+        prior = (own.mean(0) * 1e6).round() / 1e6
+        std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
+        mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
+        box, chosen = (-mean_t / std_t, (1 - mean_t) / std_t), None  # images in [0, 1], normalised
+        r = _Run(solver, box)
+        if self.mode == "cross":
+            chosen, noise_model, metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
+                                                      self.public_normalization, self.noise_rank, self.seed,
+                                                      self.normalize)
+            r = _Run(solver, box, noise_model, metric)
+        opts = self._options(labels, members, n_hat, N, B.shape[1], similarity)
+        best, history, searched = self._search(r, opts, B, prior, classes, n_hat, N, similarity)
+        A = best[1]
+        X = self._solve(r, A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
+        if members is None:  # label-free: the grid's coefficients, made continuous
+            A, X = self._polish(r, A, X, B)
+        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs) — except in cross
+            # mode, where the public part's mean can: a pixel whose prior sign fits the encryptions worse keeps its own
+            signed = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), r.box)
+            err, err_signed = (((r.predict(A, Z) - B) ** 2).sum(0) for Z in (X.detach(), signed))
+            X = torch.where(err_signed > err * 1.01, X.detach(), signed)
+        mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
+        std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
+        images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
+        return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
+                             solver, chosen, searched)
+
+    def _inputs(self, encryptions, public, noise_images, similarity):
+        """The run's inputs as float tensors, their shapes checked against each other."""
         E = torch.as_tensor(encryptions, dtype=torch.float64)
         if E.ndim != 4:
             raise ShapeError(f"encryptions must be N×C×H×W, got shape {tuple(E.shape)}.")
@@ -277,62 +339,27 @@ class CarliniAttack(Attack):
             similarity = torch.as_tensor(similarity, dtype=torch.float64)
             if similarity.shape != (N, N):
                 raise ShapeError(f"similarity must be N×N = {N}×{N}, got {tuple(similarity.shape)}.")
-        if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
-            raw = torch.as_tensor(labels)
-            labels = raw.to(torch.float64)
-            classes, members = self._class_members(labels, N, max(1e-4, 2 * torch.finfo(raw.dtype).eps)
-                                                   if raw.is_floating_point() else 1e-4)
-            if self.mode == "inside":
-                labels = labels / labels.sum(1, keepdim=True)
-        else:
-            classes, members = [-1] * self.n, None
-        n_hat = len(classes)
-        lifted = n_hat * (n_hat + 1) // 2
-        self._solver = "direct" if self.solver == "auto" else self.solver
-        if self._solver == "lift" and lifted > N:
-            raise ParameterError(f"{N} encryptions cannot determine {n_hat} images by lifting (needs N ≥ n(n+1)/2 = "
-                                 f"{lifted}); use solver='direct' (or 'auto'), which needs no pair to co-occur.")
-        B = E.reshape(N, -1).abs()
-        # Statistics rounded to 6 decimals: vectorised float32 sums differ in the last bits with the input's memory
-        # alignment, and the discrete assignment turns those bits into a different local minimum.
-        stats = tuple(tuple(round(v, 6) for v in part)
-                      for part in InstaHide(k=self.k, normalize=self.normalize).channel_stats(public))
-        own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
-        prior = (own.mean(0) * 1e6).round() / 1e6
-        std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
-        mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
-        self._box = (-mean_t / std_t, (1 - mean_t) / std_t)  # images in [0, 1], normalised
-        self._noise, self._metric, chosen = (None, None), PLAIN, None
-        g = torch.Generator().manual_seed(self.seed)
-        if self.mode == "cross":
-            chosen, self._noise, self._metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
-                                                            self.public_normalization, self.noise_rank, self.seed,
-                                                            self.normalize)
+        return E, public, noise, similarity
+
+    def _options(self, labels, members, n_hat: int, N: int, d: int, similarity):
+        """Each encryption's candidate rows: label-consistent (every one, or the local search's components), or
+        label-free (the shared grid, or each encryption's likeliest images from the similarity scores)."""
         if members is None and self.search == "local":
             raise ParameterError("search='local' changes one labelled class's members at a time: it needs the soft "
                                  "labels (label-free, use search='auto', with similarity= at large n).")
-        if members is None and not self.check_free_search(n_hat, N, B.shape[1], similarity is not None):
-            opts = self._candidate_options(similarity, n_hat)
-        elif members is None:
-            opts = Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
-        else:
-            comps = [self.grid.components(labels[t], members) for t in range(N)]
-            total = sum(math.prod(len(c) for c in per_class) for per in comps for per_class in per)
-            local = self.search == "local" or (self.search == "auto" and total > self.max_options)
-            if not local and total > self.max_options:
-                raise ParameterError(f"{total:,} label-consistent assignments (k={self.k}, n={n_hat}) is more than "
-                                     f"max_options = {self.max_options:,}: use search='local' (or 'auto'), fewer images "
-                                     "per class, or raise max_options.")
-            if local:
-                opts = LocalOptions([(t, *per_class) for t, per in enumerate(comps) for per_class in per], n_hat, N)
-                if len(opts) > 10 * self.max_options:  # a component costs ~64 bytes, a row 8·n
-                    raise ParameterError(f"{len(opts):,} label-consistent components (k={self.k}, n={n_hat}) is too large "
-                                         "even for the local search; use fewer images per class or raise max_options.")
-            else:
-                opts = Options([self.grid.entries(labels[t], members) for t in range(N)], n=n_hat)
+        if members is None and not self.check_free_search(n_hat, N, d, similarity is not None):
+            return self._candidate_options(similarity, n_hat)
+        if members is None:
+            return Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
+        return labelled_options(self.grid, labels, members, n_hat, N, self.k, self.search, self.max_options)
+
+    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, similarity):
+        """``(best, history, search)``: the alternation from every start (random, annealed, the similarity
+        clustering's), the lowest residual kept as ``(residual, A, X)``."""
+        from .similarity import cluster_encryptions
+
         searched = "local" if isinstance(opts, LocalOptions) else "exhaustive"
-        best, history = None, []
-        direct = self._solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
+        direct = r.solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
         restarts = self._restarts if self._restarts is not None else (min(6, max(1, round(120_000 / (N * n_hat)))) if direct else 4)
         if self._restarts is None and similarity is not None:  # the start from the pair scores takes one random start's place
             restarts -= 1
@@ -341,53 +368,21 @@ class CarliniAttack(Attack):
             raise ParameterError("the local search starts from random assignments only: set anneal_restarts=0 and "
                                  "give no similarity= (or search='exhaustive' with max_options raised).")
         tol = 2.5e-3 if direct else 1e-9  # the direct X-step is a few Adam steps: stop at a small relative gain
-        starts = ["random"] * restarts + ["anneal"] * anneals
-        if similarity is not None:
-            starts.append("similarity")
+        starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if similarity is not None else [])
+        g = torch.Generator().manual_seed(self.seed)
+        best, history = None, []
         for kind in progress(starts, "carlini restarts", enabled=self.progress):
             A = opts.random(g)
             if kind == "anneal":
-                A = self._anneal(A, opts, B, prior)
+                A = self._anneal(r, A, opts, B, prior)
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
                 A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
                 A = A * (opts.mean_mass() / self.members)
-            split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, self._noise, self._box)) if direct else None
-            total, A, X = alternate(A, lambda A_, X_: self._solve(A_, B, prior, X_),
-                                    lambda X_: opts.assign(X_, B, self._noise, self._metric), self.max_iter, tol, split,
+            split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, r.noise, r.box)) if direct else None
+            total, A, X = alternate(A, lambda A_, X_: self._solve(r, A_, B, prior, X_),
+                                    lambda X_: opts.assign(X_, B, r.noise, r.metric), self.max_iter, tol, split,
                                     self.splits)
             history.append(total)
             if best is None or total < best[0]:
                 best = (total, A, X if direct else None)
-        A = best[1]
-        X = self._solve(A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
-        if members is None:  # label-free: the grid's coefficients, made continuous
-            A, X = self._polish(A, X, B)
-        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs) — except in cross
-            # mode, where the public part's mean can: a pixel whose prior sign fits the encryptions worse keeps its own
-            signed = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), self._box)
-            err, err_signed = (((self._predict(A, Z) - B) ** 2).sum(0) for Z in (X.detach(), signed))
-            X = torch.where(err_signed > err * 1.01, X.detach(), signed)
-        mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
-        std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
-        images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
-        return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
-                             self._solver, chosen, searched)
-
-    def _class_members(self, L: torch.Tensor, N: int, tol: float = 1e-4) -> tuple[list, dict]:
-        """Each class's images: its share of the label mass times n (step 1); checks the labels (sums within ``tol``)."""
-        if L.ndim != 2 or L.shape[0] != N:
-            raise ShapeError(f"labels must be N×classes with N = {N}, got {tuple(L.shape)}.")
-        mass = L.sum(1)
-        if self.mode == "inside" and (mass - 1).abs().max() > tol:
-            raise ParameterError("the soft labels do not sum to 1: inside-dataset InstaHide labels do; for "
-                                 "cross-dataset encryptions (labels cover the private part only) use mode='cross'.")
-        if self.mode == "cross" and (mass.min() <= 0 or mass.max() > 1 + tol):
-            raise ParameterError("cross-dataset labels must carry the private part's mass, in (0, 1] per encryption.")
-        share = L.sum(0) * self.n / L.sum()  # largest remainders: the counts sum to n
-        counts = share.floor().long()
-        counts[torch.argsort(share - counts, descending=True)[:self.n - int(counts.sum())]] += 1
-        members, classes = {}, []
-        for c in range(L.shape[1]):
-            members[c] = list(range(len(classes), len(classes) + int(counts[c])))
-            classes += [c] * int(counts[c])
-        return classes, members
+        return best, history, searched

@@ -17,6 +17,8 @@ O((G + S)·d) for the G states' and S slots' private parts.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .carlini_model import PLAIN, link
@@ -127,3 +129,25 @@ class LocalOptions:
         self.choice = segment_argmin(state_res, self.group_owner, self.n_encryptions)[0]
         A = self._rows()
         return A, float(metric(link(A @ X, A.sum(1, keepdim=True), *noise) - B).sum())
+
+
+def labelled_options(grid, labels, members, n_hat: int, N: int, k: int, search: str, max_options: int):
+    """The labelled assignment's candidates: every label-consistent row (``Options``) when there are at most
+    ``max_options`` of them (``search`` ``exhaustive``/``auto``), else the local search's components."""
+    from ...errors import ParameterError
+    from .carlini_options import Options
+
+    comps = [grid.components(labels[t], members) for t in range(N)]
+    total = sum(math.prod(len(c) for c in per_class) for per in comps for per_class in per)
+    local = search == "local" or (search == "auto" and total > max_options)
+    if not local and total > max_options:
+        raise ParameterError(f"{total:,} label-consistent assignments (k={k}, n={n_hat}) is more than "
+                             f"max_options = {max_options:,}: use search='local' (or 'auto'), fewer images "
+                             "per class, or raise max_options.")
+    if not local:
+        return Options([grid.entries(labels[t], members) for t in range(N)], n=n_hat)
+    opts = LocalOptions([(t, *per_class) for t, per in enumerate(comps) for per_class in per], n_hat, N)
+    if len(opts) > 10 * max_options:  # a component costs ~64 bytes, a row 8·n
+        raise ParameterError(f"{len(opts):,} label-consistent components (k={k}, n={n_hat}) is too large "
+                             "even for the local search; use fewer images per class or raise max_options.")
+    return opts

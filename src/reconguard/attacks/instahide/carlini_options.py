@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...errors import ParameterError
+from ...errors import ParameterError, ShapeError
 from .carlini_model import PLAIN, Metric, link, pair_features, predict
 
 
@@ -205,3 +205,24 @@ class RowGrid:
         """Label-free rows over all n images, dense (n columns): the one block every encryption shares."""
         idx, w = self.free_entries(range(n))
         return torch.zeros(len(idx), n, dtype=torch.float64).scatter_(1, idx, w)
+
+
+def class_members(L: torch.Tensor, N: int, n: int, mode: str, tol: float = 1e-4) -> tuple[list, dict]:
+    """Each class's images: its share of the label mass times n (step 1 of the attack); checks the labels (sums
+    within ``tol``)."""
+    if L.ndim != 2 or L.shape[0] != N:
+        raise ShapeError(f"labels must be N×classes with N = {N}, got {tuple(L.shape)}.")
+    mass = L.sum(1)
+    if mode == "inside" and (mass - 1).abs().max() > tol:
+        raise ParameterError("the soft labels do not sum to 1: inside-dataset InstaHide labels do; for "
+                             "cross-dataset encryptions (labels cover the private part only) use mode='cross'.")
+    if mode == "cross" and (mass.min() <= 0 or mass.max() > 1 + tol):
+        raise ParameterError("cross-dataset labels must carry the private part's mass, in (0, 1] per encryption.")
+    share = L.sum(0) * n / L.sum()  # largest remainders: the counts sum to n
+    counts = share.floor().long()
+    counts[torch.argsort(share - counts, descending=True)[:n - int(counts.sum())]] += 1
+    members, classes = {}, []
+    for c in range(L.shape[1]):
+        members[c] = list(range(len(classes), len(classes) + int(counts[c])))
+        classes += [c] * int(counts[c])
+    return classes, members
