@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from .common import _claim, _labelled_data, _param_name, add_data_opts
+from .common import claim_output, labelled_data, param_name, add_data_opts
 
 
 def _cmd_gradient_matching(args) -> int:
@@ -14,11 +14,11 @@ def _cmd_gradient_matching(args) -> int:
     from ..metrics import ssim
     from ..nn import mnist_cnn, seeded
 
-    data = _labelled_data(args.data, args.size, args.root)
+    data = labelled_data(args.data, args.size, args.root)
     if not 0 <= args.index < len(data):
         from ..errors import ParameterError
         raise ParameterError(f"--index must be in [0, {len(data)}), got {args.index}.")
-    out = _claim(args, args.out or _param_name(f"runs/attacks/gradient-matching-{data.name}-i{args.index}"
+    out = claim_output(args, args.out or param_name(f"runs/attacks/gradient-matching-{data.name}-i{args.index}"
                                                f"-instahide{args.instahide_k}", args,
                                                ("steps", "distance", "unknown_label", "seed")) + ".json")
     with seeded(args.seed):

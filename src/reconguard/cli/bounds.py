@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import _claim, _device, _labelled_data, _param_name, add_data_opts, add_normalize_opt
+from .common import claim_output, device_of, labelled_data, param_name, add_data_opts, add_normalize_opt
 
 
 def _user_encoder(args, prior, channels: int, size: int):
@@ -17,7 +17,7 @@ def _user_encoder(args, prior, channels: int, size: int):
 
     module, norm = with_normalization(load_model(args.model, args.weights), args.normalize, channels)
     x = prior.sample(2, generator=torch.Generator().manual_seed(0)).float().reshape(2, channels, size, size)
-    enc, m = probe(module.to(_device(args.device)), x.to(_device(args.device)))
+    enc, m = probe(module.to(device_of(args.device)), x.to(device_of(args.device)))
     return enc, m, norm
 
 
@@ -66,7 +66,7 @@ def _cmd_bound(args) -> int:
         check_fits(8.0 * m * d, f"a linear W of {m}×{d}", "lower --m or --size")
         choose_path(d, 0, "dense")  # WᵀW is exact and dense
     tag = f"{args.data}-{'model' if args.model else args.encoder}-m{args.m}-size{size}"
-    out = _claim(args, Path(args.out) if args.out else Path("runs") / "bound" / (_param_name(
+    out = claim_output(args, Path(args.out) if args.out else Path("runs") / "bound" / (param_name(
         tag, args, ("data", "encoder", "model", "weights", "normalize", "m", "alpha", "split", "sigma", "tau", "k",
                     "size", "sigma_s", "score_samples", "seed", "channels", "path")) + ".json"))
     prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits"
@@ -81,13 +81,13 @@ def _cmd_bound(args) -> int:
     elif args.encoder == "resnet18":
         from ..encoders import SplitResNet18
         enc, m = SplitResNet18(args.split, args.m, (channels, size, size), seed=args.seed,
-                               stem="imagenet" if size >= 64 else "cifar").to(_device(args.device)), args.m
+                               stem="imagenet" if size >= 64 else "cifar").to(device_of(args.device)), args.m
     else:
-        enc, m = SplitCNN(args.split, args.m, (1, size, size), seed=args.seed).to(_device(args.device)), args.m
+        enc, m = SplitCNN(args.split, args.m, (1, size, size), seed=args.seed).to(device_of(args.device)), args.m
     if args.model or args.encoder not in ("linear", "skewed"):
         choose_path(d, args.k * m, args.path)
     report = compute_bounds(enc, prior, args.sigma, tau=args.tau, k=args.k, score_samples=args.score_samples,
-                            seed=args.seed, device=_device(args.device) if on_device else None,
+                            seed=args.seed, device=device_of(args.device) if on_device else None,
                             progress=not args.quiet, path=args.path)
     write_json_atomic(out, {**report.to_dict(), "normalize": norm, "model": args.model})
     f = report.fisher
@@ -116,12 +116,12 @@ def _cmd_score_train(args) -> int:
     from ..report.plots import plot_score_quality
     from ..train import train_score_model
 
-    data = _labelled_data(args.data, args.size, args.root)
-    out = _claim(args, args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
-    _claim(args, out.with_suffix(".json"))
-    _claim(args, out.with_suffix(".png"))
+    data = labelled_data(args.data, args.size, args.root)
+    out = claim_output(args, args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
+    claim_output(args, out.with_suffix(".json"))
+    claim_output(args, out.with_suffix(".png"))
     model, fit_result = train_score_model(data, args.sigma_s, epochs=args.epochs, width=args.width, depth=args.depth,
-                                          seed=args.seed, device=_device(args.device), progress=not args.quiet)
+                                          seed=args.seed, device=device_of(args.device), progress=not args.quiet)
     model.cpu().save(out)
     samples = smoothed_empirical_prior(data, args.sigma_s).sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     with torch.no_grad():
@@ -141,10 +141,10 @@ def _cmd_score_check(args) -> int:
     from ..io import write_json_atomic
     from ..report.plots import plot_score_quality
 
-    data = _labelled_data(args.data, args.size, args.root)
+    data = labelled_data(args.data, args.size, args.root)
     prior = smoothed_empirical_prior(data, args.sigma_s)
-    out = _claim(args, args.out or f"runs/score/quality-{data.name}.png")
-    _claim(args, out.with_suffix(".json"))
+    out = claim_output(args, args.out or f"runs/score/quality-{data.name}.png")
+    claim_output(args, out.with_suffix(".json"))
     samples = prior.sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     qualities = {}
     if args.model:
@@ -164,7 +164,7 @@ def _cmd_score_check(args) -> int:
     if args.ddpm:
         from ..nn.ddpm import load_ddpm
         unet, sched = load_ddpm(args.ddpm)
-        fn = ddpm_score(unet.to(_device(args.device)), sched, args.sigma_s, in_shape=data.shape)
+        fn = ddpm_score(unet.to(device_of(args.device)), sched, args.sigma_s, in_shape=data.shape)
         qualities[f"DDPM (t={fn.timestep})"] = score_quality(score_matrix(fn, samples), samples)
     if args.exact or not qualities:
         qualities["exact smoothed-empirical"] = score_quality(score_matrix(prior, samples), samples)
@@ -184,9 +184,9 @@ def _cmd_train_encoder(args) -> int:
     from ..io import write_json_atomic
     from ..train import fit
 
-    data = _labelled_data(args.data, args.size, args.root)
-    out = _claim(args, args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
-    _claim(args, out.with_suffix(".json"))
+    data = labelled_data(args.data, args.size, args.root)
+    out = claim_output(args, args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
+    claim_output(args, out.with_suffix(".json"))
     if args.encoder == "splitcnn":
         enc = SplitCNN(args.split, args.m, data.shape, seed=args.seed)
     else:
@@ -195,7 +195,7 @@ def _cmd_train_encoder(args) -> int:
     cut = int(0.9 * len(data))
     model = nn.Sequential(enc, enc.downstream())
     result = fit(model, data.subset(perm[:cut]), data.subset(perm[cut:]), epochs=args.epochs, lr=args.lr,
-                 batch_size=args.batch_size, seed=args.seed, device=_device(args.device), progress=not args.quiet)
+                 batch_size=args.batch_size, seed=args.seed, device=device_of(args.device), progress=not args.quiet)
     save_encoder(enc.cpu(), out)
     write_json_atomic(out.with_suffix(".json"), {"encoder": str(out), "fit": result})
     print(f"encoder: {out}  best epoch {result.best_epoch}: validation accuracy {result.best_val_acc:.3f}, "

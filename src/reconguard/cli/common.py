@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 
-def _claim(args, path, kind: str = "file") -> Path:
+def claim_output(args, path, kind: str = "file") -> Path:
     """Check that this run may write ``path`` (``reconguard.io.check_output``: new, or an earlier result of the
     same command, or ``--force``) and hold its lock until the command ends. Call before the work starts."""
     from ..io import claim_output
@@ -43,7 +43,7 @@ def resume_hint(args, prefix: str = "") -> str:
     return f"{prefix}resume with: {invocation()} {argv}" + ("" if "--resume" in args._argv else " --resume")
 
 
-def _param_name(prefix: str, args, keys) -> str:
+def param_name(prefix: str, args, keys) -> str:
     """``prefix`` plus a short digest of every option in ``keys``: runs with other settings get other files."""
     import hashlib
     import json
@@ -52,14 +52,14 @@ def _param_name(prefix: str, args, keys) -> str:
     return f"{prefix}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}"
 
 
-def _device(name: str):
+def device_of(name: str):
     """``--device`` as a torch device: auto, cpu, cuda or cuda:N, checked against this build and machine."""
     from ..inputs import check_device
 
     return check_device(name)
 
 
-def _labelled_data(name: str, size: int | None, root: str | None, need_labels: bool = True):
+def labelled_data(name: str, size: int | None, root: str | None, need_labels: bool = True):
     """A named data set (``digits``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
     folder (class sub-folders give the labels), an ``.npy`` or an ``.npz`` (``images`` and ``labels``), resized to
     ``size`` when given."""
@@ -94,7 +94,7 @@ def data_arg(text: str) -> str:
                                      ".npy or .npz")
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse with reconguard's one-line errors: ``reconguard: error: …`` and exit 2."""
 
     def error(self, message):
@@ -169,13 +169,13 @@ def _device_arg(text: str) -> str:
     from ..errors import ReconguardError
 
     try:
-        _device(text)
+        device_of(text)
     except ReconguardError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
-def _finish_parser(p: argparse.ArgumentParser) -> None:
+def finish_parser(p: argparse.ArgumentParser) -> None:
     """Every command shows its defaults; every command that writes (--out) takes --force; every --seed and
     --device is checked as argv is read (the edge: a bad value is one line before any work)."""
     for sp in _subparsers(p):
@@ -198,7 +198,7 @@ def _finish_parser(p: argparse.ArgumentParser) -> None:
 _SUBCOMMANDS = ("score_command", "instahide_command", "attack_command", "audit_command")
 
 
-def _command_name(args) -> str:
+def command_name(args) -> str:
     """The command a run belongs to, for output markers: ``run fig2-linear``, ``instahide attack carlini``…"""
     parts = [args.command] + [getattr(args, k) for k in _SUBCOMMANDS if getattr(args, k, None)]
     if args.command == "instahide" and getattr(args, "instahide_command", None) == "attack":
@@ -208,7 +208,7 @@ def _command_name(args) -> str:
     return " ".join(parts)
 
 
-def _error(message: str, code: int = 2) -> int:
+def error_exit(message: str, code: int = 2) -> int:
     print(f"reconguard: error: {message}", file=sys.stderr)
     return code
 

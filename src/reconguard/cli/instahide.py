@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 
-from .common import _claim, _device, _labelled_data, _param_name, add_data_opts, data_arg
+from .common import claim_output, device_of, labelled_data, param_name, add_data_opts, data_arg
 
 
 def _cmd_prepare_public(args) -> int:
     from ..data import prepare_public
 
-    _claim(args, args.out, "dir")
+    claim_output(args, args.out, "dir")
     store = prepare_public(args.out, args.folder, size=args.size, channels=args.channels, crop=args.crop,
                            patches_per_image=args.per_image, min_keypoints=args.min_keypoints, seed=args.seed,
                            progress=not args.quiet)
@@ -23,14 +23,14 @@ def _cmd_instahide_train(args) -> int:
     from ..report.accuracy import accuracy_summary
     from ..experiments.instahide import AccuracyResult
 
-    data = _labelled_data(args.data, args.size, args.root)
-    out = _claim(args, args.out or _param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
+    data = labelled_data(args.data, args.size, args.root)
+    out = claim_output(args, args.out or param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
                                                ("epochs", "T", "own_floor", "epsilon", "public", "seed")) + ".json")
     spec = {"method": args.method, "k": args.k, "mode": args.mode}
     rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
                                          public=public_pool(args.public, data.shape) if args.mode == "cross" else None,
                                          dp={"target_epsilon": args.epsilon}, seed=args.seed,
-                                         device=_device(args.device))
+                                         device=device_of(args.device))
     settings = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "func"}
     result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", settings,
                             rows, rows[0].seconds, data.name, n_train, n_test)
@@ -48,9 +48,9 @@ def _cmd_challenge(args) -> int:
 
     from ..io import atomic_directory
 
-    data = _labelled_data(args.data, args.size, args.root)
-    out = _claim(args, args.out or "runs/challenge", "dir")
-    truth = _claim(args, args.truth or f"{out}-truth", "dir")
+    data = labelled_data(args.data, args.size, args.root)
+    out = claim_output(args, args.out or "runs/challenge", "dir")
+    truth = claim_output(args, args.truth or f"{out}-truth", "dir")
     if out.resolve() == truth.resolve():
         from ..errors import ParameterError
         raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
@@ -110,13 +110,13 @@ def _cmd_instahide_attack(args) -> int:
               f"vs the others': {r.statistic_other:.3f} (p {r.pvalue_other:.3g})  [{r.n_images} images × {r.n_encryptions}]")
         return 0
     args.k, args.mode, args.n = ch.k, ch.mode, ch.n  # the output name records what was attacked
-    out = _claim(args, args.out or ch.folder.parent / (_param_name(
+    out = claim_output(args, args.out or ch.folder.parent / (param_name(
         f"{ch.folder.name}-{args.method}-k{ch.k}-{ch.mode}", args,
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
     from ..data.datasets import resize_images
 
     # the attacker's own images, any size and colour: brought to the challenge's once, here
-    public = _labelled_data(args.public, ch.encryptions.shape[-1], args.public_root, need_labels=False).images
+    public = labelled_data(args.public, ch.encryptions.shape[-1], args.public_root, need_labels=False).images
     public = resize_images(public, ch.encryptions.shape[-1], ch.encryptions.shape[1])
     r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
                          noise_rank=args.noise_rank, splits=args.splits, label_free=args.label_free,

@@ -21,16 +21,16 @@ import sys
 from .. import __version__
 from ..errors import ReconguardError
 from . import attacks, audit, bounds, instahide, mia, recipes
-from .common import _command_name, _error, _finish_parser, _Parser
+from .common import command_name, error_exit, finish_parser, Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
+    p = Parser(prog="reconguard", description="How much of a private image can an attacker reconstruct?")
     p.add_argument("--version", action="version", version=f"reconguard {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for group in (audit, recipes, bounds, mia, instahide, attacks):
         group.register(sub)
-    _finish_parser(p)
+    finish_parser(p)
     return p
 
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = build_parser().parse_args(argv)
-        args._argv, args._command, args._claimed = argv, _command_name(args), []
+        args._argv, args._command, args._claimed = argv, command_name(args), []
         with contextlib.ExitStack() as stack:
             args._stack = stack
             code = args.func(args)
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                     record_file(path, args._command)
             return code
     except ReconguardError as exc:
-        return _error(str(exc))
+        return error_exit(str(exc))
     except KeyboardInterrupt as exc:
         term = isinstance(exc, Terminated)
         hint = getattr(args, "_interrupted_hint", None)
@@ -73,15 +73,15 @@ def main(argv: list[str] | None = None) -> int:
               + (hint or "nothing was written (outputs appear only when a run completes)"), file=sys.stderr)
         return 143 if term else 130
     except MemoryError:
-        return _error("out of memory: the sizes asked for do not fit on this machine; lower them (e.g. --m, --size, "
+        return error_exit("out of memory: the sizes asked for do not fit on this machine; lower them (e.g. --m, --size, "
                       "--k, --candidates, n_attack).")
     except OSError as exc:
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-        return _error(f"{exc.strerror or exc}{where}; check the path and its permissions, or choose another --out.")
+        return error_exit(f"{exc.strerror or exc}{where}; check the path and its permissions, or choose another --out.")
     except RuntimeError as exc:
         text = str(exc)
         if "allocate" in text or "out of memory" in text.lower():
-            return _error("out of memory: the sizes asked for do not fit on this machine "
+            return error_exit("out of memory: the sizes asked for do not fit on this machine "
                           f"({text.splitlines()[0][:160]}); lower them.")
         return _internal_error(exc)
     except Exception as exc:  # noqa: BLE001 — the last resort: never a raw traceback for a user

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..experiments.params import AttackSettings, MIAParams, RobustSettings
-from .common import resume_hint, _claim, _device, add_normalize_opt, add_run_opts, add_settings_flags
+from .common import resume_hint, claim_output, device_of, add_normalize_opt, add_run_opts, add_settings_flags
 
 
 def _defense_options(args) -> dict:
@@ -35,7 +35,7 @@ def _cmd_train(args) -> int:
 
     options = _defense_options(args)
     split = load_split(MIAParams(dataset=args.data, root=args.root, public_root=args.public_root, size=args.size))
-    out = _claim(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
+    out = claim_output(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
     checkpoint = out.parent / f".{out.name}.checkpoint.pt"
     if checkpoint.exists() and not args.resume:
         remove_owned(checkpoint)  # a fresh run (reconguard's own checkpoint only); --resume continues from it
@@ -48,7 +48,7 @@ def _cmd_train(args) -> int:
     cls = defense_class(args.defense)
     public_state = None
     if cls.needs_public_model and "pretrained" not in options:
-        public_state = pretrain_public(split, args.model, args.width, args.epochs, args.seed, _device(args.device))
+        public_state = pretrain_public(split, args.model, args.width, args.epochs, args.seed, device_of(args.device))
     fit_options = {"batch_size": args.batch_size, "progress": not args.quiet, "checkpoint": checkpoint,
                    "settings": {k: v for k, v in sorted(vars(args).items()) if not k.startswith("_") and k not in
                                 ("func", "quiet", "device", "out", "force", "resume", "epochs")}}
@@ -58,7 +58,7 @@ def _cmd_train(args) -> int:
         fit_options["gamma"] = args.gamma
     model, row, defense = train_defended(split, args.defense, options, arch=args.model, width=args.width,
                                          epochs=args.epochs, lr=args.lr, seed=args.seed, fit_options=fit_options,
-                                         public_state=public_state, device=_device(args.device))
+                                         public_state=public_state, device=device_of(args.device))
     spec = {"arch": args.model, "num_classes": split.num_classes, "in_shape": list(split.train.shape),
             "width": args.width, "defense": args.defense, "structure": defense.structure(), "options": {
                 k: (str(v) if k == "pretrained" else v) for k, v in options.items()}, "seed": args.seed,
@@ -105,7 +105,7 @@ def _cmd_evaluate(args) -> int:
     from ..experiments.mia_eval import Evaluator
     from ..io import write_json_atomic
 
-    out = _claim(args, args.out or "runs/evaluate/results.json")
+    out = claim_output(args, args.out or "runs/evaluate/results.json")
     loaded = [(path, *_classifier(path, args)) for path in args.models]
     first = loaded[0][2]
     split = load_split(MIAParams(dataset=first.get("data", "digits"), root=args.root, public_root=args.public_root,
@@ -126,7 +126,7 @@ def _cmd_evaluate(args) -> int:
     robust = RobustSettings(eps=tuple(args.eps), n=args.n, steps=args.robust_steps,
                             n_queries=args.n_queries) if args.eps else None
     p = MIAParams(attack=attack, robustness=robust, eval_epochs=args.eval_epochs)
-    device = _device(args.device)
+    device = device_of(args.device)
     evaluator = Evaluator(split, p, device=device, progress=not args.quiet)
     rows = []
     for path, model, spec in progress(loaded, "evaluate", unit="model", enabled=not args.quiet and len(loaded) > 1):
@@ -154,7 +154,7 @@ def _cmd_analyze(args) -> int:
     from ..experiments.mia_eval import analyse
     from ..io import write_json_atomic
 
-    out = _claim(args, args.out or "runs/analyze/analysis.json")
+    out = claim_output(args, args.out or "runs/analyze/analysis.json")
     rows = []
     for path in args.results:
         path = Path(path)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..experiments import PRESETS
-from .common import _claim, _device, resume_hint
+from .common import claim_output, device_of, resume_hint
 
 
 def _cmd_run(args, recipe: str) -> int:
     from ..report import run_to_report, summary_text
 
-    out = _claim(args, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
+    out = claim_output(args, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
     args._interrupted_hint = resume_hint(args, "finished units are kept; ")
-    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=_device(args.device),
+    result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=device_of(args.device),
                                 command=args._command, force=args.force, resume=args.resume)
     print(summary_text(result, out))
     return 0
