@@ -4,7 +4,8 @@ only for declared hooks — and InstaHide's training is a ``Defense`` in the reg
 import pytest
 import torch
 
-from reconguard.defenses.base import HOOKS, Defense, defense_hook
+from reconguard.defenses.base import Defense
+from reconguard.train import HOOKS, defense_hook
 
 
 @pytest.mark.parametrize("name", ["on_epcoh", "prepre", "wrap_modle", "finsh", "deploi"])

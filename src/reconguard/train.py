@@ -41,12 +41,24 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .checks import check_positive_int, check_scalar
-from .defenses.base import defense_hook
 from .errors import CorruptDataError, ParameterError, UnknownOptionError
 from .progress import progress as progress_bar
 from .results import Result
 
 LossFn = Callable[[nn.Module, tuple], tuple[torch.Tensor, dict]]
+
+
+HOOKS = frozenset({  # what fit calls, when a defense defines it
+    "prepare", "wrap_model", "wrap_loader", "loss", "on_batch", "on_epoch", "on_val", "after_epoch", "finish",
+    "state_dict", "load_state_dict",
+})
+
+
+def defense_hook(defense, name: str):
+    """The defense's hook ``name`` (one of :data:`HOOKS`), or None when it has none (or there is no defense)."""
+    if name not in HOOKS:
+        raise KeyError(f"{name!r} is not a declared defense hook ({', '.join(sorted(HOOKS))}).")
+    return getattr(defense, name, None) if defense is not None else None
 
 
 def classification_loss(model: nn.Module, batch) -> tuple[torch.Tensor, dict]:

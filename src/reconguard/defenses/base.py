@@ -1,7 +1,7 @@
 """What every defense carries besides its training hooks: the knowledge the pipeline around it needs.
 
 A defense is a plain object of hooks for :func:`reconguard.train.fit`, each optional: the names are declared
-once in :data:`HOOKS`, ``fit`` asks only for those, and a subclass method whose name is a near miss of one
+once in :data:`reconguard.train.HOOKS`, ``fit`` asks only for those, and a subclass method whose name is a near miss of one
 (``on_epcoh``, ``prepre``) fails when the class is created — a misspelled override cannot silently do nothing.
 This base adds, with defaults that fit most defenses, what the recipes, the CLI and the saved-model loader used
 to know by the defense's name:
@@ -27,11 +27,9 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from ..train import HOOKS
 
-HOOKS = frozenset({  # what reconguard.train.fit calls, when a defense defines it
-    "prepare", "wrap_model", "wrap_loader", "loss", "on_batch", "on_epoch", "on_val", "after_epoch", "finish",
-    "state_dict", "load_state_dict",
-})
+
 BASE_METHODS = frozenset({"structure", "report", "train_labels", "deploy", "saved_module"})
 
 
@@ -80,9 +78,3 @@ class Defense:
 class NoDefense(Defense):
     """Plain training (the paper's NoDef): no hooks."""
 
-
-def defense_hook(defense, name: str):
-    """The defense's hook ``name`` (one of :data:`HOOKS`), or None when it has none (or there is no defense)."""
-    if name not in HOOKS:
-        raise KeyError(f"{name!r} is not a declared defense hook ({', '.join(sorted(HOOKS))}).")
-    return getattr(defense, name, None) if defense is not None else None
