@@ -144,3 +144,20 @@ def test_score_check_takes_the_users_score_model(tmp_path, capsys):
     assert main(["score", "check", "--data", "digits", "--size", "8", "--model", f"{tmp_path / 'sc.py'}:Gauss",
                  "--n", "400", "--quiet", "--out", str(out)]) == 0
     assert out.is_file() and "score model" in json.loads(out.with_suffix(".json").read_text())
+
+
+def test_evaluate_takes_the_users_classifier_through_the_same_loader(tmp_path):
+    from types import SimpleNamespace
+
+    from reconguard.cli.mia import _classifier
+    from reconguard.errors import DataFileNotFoundError
+
+    (tmp_path / "cls.py").write_text("from torch import nn\nclass Small(nn.Module):\n    def __init__(self):\n"
+                                     "        super().__init__()\n        self.f = nn.Sequential(nn.Flatten(), "
+                                     "nn.Linear(144, 5))\n    def forward(self, x):\n        return self.f(x)\n")
+    args = SimpleNamespace(weights=None, size=12, normalize="symmetric")
+    model, spec = _classifier(f"{tmp_path / 'cls.py'}:Small", args)
+    assert spec["in_shape"] == [1, 12, 12] and spec["normalize"]["name"] == "symmetric"
+    assert model(torch.rand(2, 1, 12, 12)).shape == (2, 5)
+    with pytest.raises(DataFileNotFoundError):
+        _classifier(str(tmp_path / "missing.pt"), args)
