@@ -2,8 +2,8 @@
 ``observes`` (:mod:`reconguard.observations`) and, for the attacks the experiments choose by name, the one call
 that runs it — ``run_attack(name, observation, knowledge, options) -> Result``.
 
-The sweep (embedding attacks), the audit and the CLI take their names from here (:func:`attack_names`): a recipe
-swaps ``map`` for ``decoder`` by changing one word, and a new attack is one class plus one line. Each attack's
+The sweep's recipes and the encoder audit choose their attacks on embeddings from here (:func:`attack_names`): a
+recipe swaps ``map`` for ``decoder`` by changing one word, and a new attack is one class plus one line. Each attack's
 settings are a frozen dataclass (``options``), validated once and recorded in the result's ``detail``.
 Entries with ``runner=None`` are components (a similarity network, a demasker) or attacks whose experiments drive
 them directly (the InstaHide suite, the model-inversion evaluator); their ``observes`` still says what they see.
