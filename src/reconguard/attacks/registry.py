@@ -4,7 +4,7 @@ that runs it — ``run_attack(name, observation, knowledge, options) -> Result``
 
 The sweep's recipes and the encoder audit choose their attacks on embeddings from here (:func:`attack_names`): a
 recipe swaps ``map`` for ``decoder`` by changing one word, and a new attack is one class plus one line. Each attack's
-settings are a frozen dataclass (``options``), validated once and recorded in the result's ``detail``.
+settings are a frozen dataclass, validated once and recorded in the result (``Recovered.options``).
 Entries with ``runner=None`` are components (a similarity network, a demasker) or attacks whose experiments drive
 them directly (the InstaHide suite, the model-inversion evaluator); their ``observes`` still says what they see.
 """
