@@ -209,7 +209,7 @@ def _plan(wrapped, images, train, cfg, m, sigmas, score_fn, path, device, max_mi
     return cfg, path, est
 
 
-def _attack_row(wrapped, row, held, train, e, score_fn, sigma, cfg, in_shape, seed, device, baseline, stages):
+def _attack_row(wrapped, row, held, train, e, score_fn, sigma, cfg, in_shape, seed, baseline, stages):
     """``(SigmaAudit, reconstructions)`` at one σ: the registry's attacks on embeddings (the MAP attack with the
     prior's score, the learned decoder trained on the other images) against the bound."""
     from ..attacks.registry import run_attack
@@ -286,7 +286,7 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
             e = wrapped(held.to(device)).float().cpu()
         e = e + sigma * torch.randn(e.shape, generator=torch.Generator().manual_seed(seed + 100 + i))
         audit_row, recon = _attack_row(wrapped, bound_rows[sigma], held, train, e, score_fn, sigma, cfg, in_shape,
-                                       seed, device, baseline, stages)
+                                       seed, baseline, stages)
         rows.append(audit_row)
         best = audit_row.best.name
         examples[sigma] = {"originals": held[:8], "reconstructions": recon[best][:8].reshape(-1, *in_shape).clamp(0, 1),

@@ -7,34 +7,36 @@ from pathlib import Path
 from .common import claim_output, device_of, labelled_data, param_name, add_data_opts, add_normalize_opt
 
 
-def _user_encoder(args, prior, channels: int, size: int):
-    """``(encoder, m, normalisation)``: the user's model (:func:`reconguard.audit.loading.load_model`) in its pixel
-    convention, wrapped to take the prior's ``N×d`` samples."""
+def _user_encoder(module, args, prior, channels: int, size: int):
+    """``(encoder, m, normalisation)``: the user's model in its pixel convention, wrapped to take the prior's ``N×d``
+    samples."""
     import torch
 
-    from ..audit.loading import load_model, probe
+    from ..audit.loading import probe
     from ..nn.normalize import with_normalization
 
-    module, norm = with_normalization(load_model(args.model, args.weights), args.normalize, channels)
+    module, norm = with_normalization(module, args.normalize, channels)
     x = prior.sample(2, generator=torch.Generator().manual_seed(0)).float().reshape(2, channels, size, size)
     enc, m = probe(module.to(device_of(args.device)), x.to(device_of(args.device)))
     return enc, m, norm
 
 
-def _model_shape(args, channels: int) -> tuple[int, int]:
-    """``(channels, size)`` of a user model's inputs: its ``in_shape`` when it declares one, else the flags."""
+def _user_model(args, channels: int):
+    """``(module, channels, size)``: the user's model (:func:`reconguard.audit.loading.load_model`, loaded once) and
+    its inputs' shape — its ``in_shape`` when it declares one, else the flags."""
     from ..audit.loading import load_model
 
-    shape = getattr(load_model(args.model, args.weights), "in_shape", None)
+    module = load_model(args.model, args.weights)
+    shape = getattr(module, "in_shape", None)
     if shape is not None and len(shape) == 3:
         if args.size is not None and args.size != shape[-1]:
             from ..errors import ShapeError
             raise ShapeError(f"--model {args.model} takes {tuple(shape)} images; drop --size or pass --size {shape[-1]}.")
-        return int(shape[0]), int(shape[-1])
+        return module, int(shape[0]), int(shape[-1])
     if args.size is None:
         from ..errors import ParameterError
         raise ParameterError(f"--model {args.model}: give its input size with --size (and --channels 3 for RGB).")
-    return channels, args.size
+    return module, channels, args.size
 
 
 def _cmd_bound(args) -> int:
@@ -50,7 +52,7 @@ def _cmd_bound(args) -> int:
 
     channels = args.channels if args.data == "gaussian" else 1
     if args.model:
-        channels, size = _model_shape(args, channels)
+        user, channels, size = _user_model(args, channels)
         if args.data == "digits" and channels != 1:
             from ..errors import ShapeError
             raise ShapeError(f"--model {args.model} takes {channels}-channel images; digits are grey (use --data "
@@ -73,7 +75,7 @@ def _cmd_bound(args) -> int:
              else make_prior(args.data, size, channels=channels))[0]
     norm, on_device = None, args.model or args.encoder in ("splitcnn", "resnet18")
     if args.model:
-        enc, m, norm = _user_encoder(args, prior, channels, size)
+        enc, m, norm = _user_encoder(user, args, prior, channels, size)
     elif args.encoder == "linear":
         enc, m = random_linear(d, args.m, seed=args.seed), args.m
     elif args.encoder == "skewed":
