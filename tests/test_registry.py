@@ -107,3 +107,14 @@ presets:
         path.write_text(text.replace("ATTACK", name))
         r = run_recipe(str(path), "smoke", progress=False)
         assert set(r.points[0].attacks) == {name}
+
+
+def test_map_without_the_originals_uses_the_one_beta_the_release_allows():
+    obs, know, x = _embedding_case()
+    blind = Knowledge(know.prior, know.score)
+    noisy = EmbeddingRelease(obs.embeddings + 1e-2 * torch.randn(obs.embeddings.shape, dtype=obs.embeddings.dtype),
+                             obs.encoder, 0.01, (1, 8, 8))
+    r = run_attack("map", noisy, blind, {"steps": 20})
+    assert r.images.shape == x.shape and r.detail["beta"] == pytest.approx(2e-4)
+    with pytest.raises(ParameterError, match="oracle"):
+        run_attack("map", obs, blind, {"steps": 20})

@@ -73,11 +73,14 @@ def _mmse(obs: EmbeddingRelease, know: Knowledge, opts: MMSEOptions) -> Recovere
 def _map(obs: EmbeddingRelease, know: Knowledge, opts: MapOptions) -> Recovered:
     from .reconstruction import map_attack_sweep
 
-    if obs.sigma == 0 and len(opts.betas) > 1 and know.oracle is None:
-        raise ParameterError("map at σ = 0 picks β from a grid against the originals: give Knowledge(oracle=x), "
-                             "or a single β in options.")
-    oracle = know.oracle if know.oracle is not None else torch.zeros(len(obs.embeddings), 1)
-    r = map_attack_sweep(obs.encoder, oracle, obs.embeddings, know.score, obs.sigma, betas=opts.betas,
+    if know.oracle is None:  # no originals to choose β against: the one β the release allows
+        betas = [2 * obs.sigma**2] if obs.sigma > 0 else list(opts.betas)
+        if len(betas) > 1:
+            raise ParameterError("map at σ = 0 picks β from a grid against the originals: give "
+                                 "Knowledge(oracle=x), or a single β in options.")
+        rec = MapAttack(obs.encoder, know.score, beta=betas[0], in_shape=obs.in_shape, steps=opts.steps)
+        return Recovered("map", rec.run(obs.embeddings).images.cpu(), asdict(opts), {"beta": float(betas[0])})
+    r = map_attack_sweep(obs.encoder, know.oracle, obs.embeddings, know.score, obs.sigma, betas=opts.betas,
                          in_shape=obs.in_shape, steps=opts.steps)
     return Recovered("map", r.reconstructions.cpu(), asdict(opts), {"beta": r.beta, "tried": r.tried})
 
