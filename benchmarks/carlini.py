@@ -33,21 +33,40 @@ import torch
 OWN_IMAGES = 300  # the attacker's digits (disjoint from the challenge and its gallery)
 
 
+def _data(a):
+    """The private images and their labels: digits, or (``--data photos``) RGB crops of scikit-image's photographs
+    (split "a", ten random labels) — the offline stand-in for CIFAR-10 — the attacker's own taken from the disjoint
+    photographs of split "b" (appended last, where ``one`` takes them)."""
+    from reconguard.data import load_digits
+    if a.data == "digits":
+        return load_digits(a.size)
+    from types import SimpleNamespace
+    from reconguard.data.photos import PHOTO_SPLITS, photo_crops
+    rng = np.random.default_rng(a.seed)
+    private = photo_crops(3000, a.size, 3, seed=a.seed, photos=PHOTO_SPLITS["a"])
+    own = photo_crops(OWN_IMAGES, a.size, 3, seed=a.seed + 1, photos=PHOTO_SPLITS["b"])
+    images = torch.as_tensor(np.concatenate([private, own]), dtype=torch.float32)
+    labels = torch.as_tensor(np.concatenate([rng.integers(0, 10, len(private)), rng.integers(0, 10, len(own))]))
+    return SimpleNamespace(images=images, labels=labels)
+
+
 def one(a, n: int, T: int) -> dict:
     from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
-    from reconguard.data import load_digits
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
 
     pool = noise = None
-    d = load_digits(a.size)
+    d = _data(a)
     if a.mode == "cross":
         from reconguard.experiments.instahide import public_pool
         pool = public_pool("samples", tuple(d.images.shape[1:]))
         noise = pool.get(torch.arange(min(len(pool), 2000)))
     scheme = InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=pool, public_normalize=a.public_normalize)
-    perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(a.seed))
-    challenge, own = perm[:-OWN_IMAGES], perm[-OWN_IMAGES:]
+    if a.data == "digits":
+        perm = torch.randperm(len(d.images), generator=torch.Generator().manual_seed(a.seed))
+        challenge, own = perm[:-OWN_IMAGES], perm[-OWN_IMAGES:]
+    else:  # the attacker's photographs are not the private ones'
+        challenge, own = torch.arange(len(d.images) - OWN_IMAGES), torch.arange(len(d.images) - OWN_IMAGES, len(d.images))
     with tempfile.TemporaryDirectory() as tmp:
         make_challenge(scheme, d.images[challenge], d.labels[challenge], n, T, Path(tmp) / "c", Path(tmp) / "t",
                        seed=a.seed + n + T)
@@ -65,7 +84,9 @@ def one(a, n: int, T: int) -> dict:
         seconds = time.perf_counter() - start
         s = score_challenge(r.images, Path(tmp) / "t")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
-    return {"n": n, "T": T, "nT": n * T, "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    return {"data": a.data, "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime, 1), "n": n, "T": T, "nT": n * T,
+            "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
             "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
@@ -78,7 +99,9 @@ def main():
     ap.add_argument("--sizes", nargs="*", default=None, help="n×T pairs, e.g. 20x50 50x50 100x50")
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--T", type=int, default=None)
-    ap.add_argument("--size", type=int, default=28, help="digit side in pixels (8: the raw digits)")
+    ap.add_argument("--size", type=int, default=28, help="image side in pixels (8: the raw digits)")
+    ap.add_argument("--data", choices=["digits", "photos"], default="digits",
+                    help="photos: RGB crops of scikit-image's photographs, the attacker's own from other photographs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--mode", choices=["inside", "cross"], default="inside")
     ap.add_argument("--k", type=int, default=4)

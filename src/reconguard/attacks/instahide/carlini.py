@@ -41,19 +41,21 @@ The public part is smooth natural-image texture, not pixel noise: the assignment
 
 **Two X-steps** (``solver``). The lifting (step 2) needs N ≥ n(n+1)/2 and every pair of images to co-occur;
 at the published size (cross, n = 100, T = 50: N = 5,000 < 5,050, a pair co-occurs about once) it cannot
-work, and it ignores the public part. The *direct* X-step needs neither: given each encryption's row, Adam
-on the model's squared error with X in the box [0, 1] occupies once normalised, then two moves Adam cannot
-make — per pixel, the global sign (``orient``: with μ ≈ 0 the model barely tells x from −x) and per image and pixel,
-x → −x / black / white where that lowers the error (``flip_signs``); annealed starts use each encryption's 8 likeliest options.
-``solver="auto"`` is the direct X-step everywhere: measured on inside challenges where the lifting is exact in
-principle (8×8 digits, n = 20, T = 25, labels), it identified 1.00 vs 0.60 (k = 4) and 1.00 vs 0.95 (k = 6, in
-7 s vs 207 s) — noisy assignments are what the lifting's exactness does not survive.
+work, and it ignores the public part. The *direct* X-step needs neither. Inside mode (``phase_starts``, default 5):
+per-pixel phase retrieval (``carlini_phase``: Adam on the intensity error from several starts per pixel, the best
+kept per pixel) — natural-image crops, inside k = 3, n = 20: identified 0.40 → 1.00 (grey), 0.55 / 0.75 → 0.70 /
+0.90 (RGB, two key seeds). Cross mode (measured worse with it: 0.85 vs 0.95 on digits): Adam on the model's error
+with X in the box [0, 1] occupies once normalised, then two moves Adam cannot make — per pixel, the global sign
+(``orient``) and per image and pixel, x → −x / black / white where that lowers the error (``flip_signs``).
+``solver="auto"`` is the direct X-step everywhere: on 8×8 digits (inside, n = 20, T = 25, labels) it identified
+1.00 vs the lifting's 0.60 (k = 4) and 1.00 vs 0.95 (k = 6, 7 s vs 207 s) — the lifting's exactness does not
+survive noisy assignments.
 Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified no more), stopped at a relative
 gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most ``splits`` times): a slot holding a
 blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
 encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
-resumes (kept if its error ends lower). Cross, own
-convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
+resumes (kept if its error ends lower). Cross, own convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76
+(the metric) → 0.89–0.93 (the split; three key seeds).
 
 **Each pixel's global sign** (``sign_prior``, ``carlini_signs.orient_by_prior``): |a X| cannot tell column p of X
 from its negative; after the attack the signs are chosen under a Gaussian model of the attacker's own images, from
@@ -97,6 +99,7 @@ from .carlini_local import LocalOptions, labelled_options
 from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
                             split_overloaded)
 from .carlini_options import Options, RowGrid, class_members
+from .carlini_phase import phase_step
 from .carlini_signs import orient_by_prior
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
@@ -143,7 +146,7 @@ class CarliniAttack(Attack):
                  seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
-                 sign_prior: bool = True, normalize="dataset", progress: bool = False):
+                 sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None, progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -177,6 +180,11 @@ class CarliniAttack(Attack):
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
         self.splits, self.sign_prior = int(splits), bool(sign_prior)
+        if phase_starts is None:  # cross mode: the amplitude descent's box and sign moves (carlini_phase: measured)
+            phase_starts = 5 if mode == "inside" else 0
+        if int(phase_starts) < 0:
+            raise ParameterError(f"phase_starts must be ≥ 0 (0: the amplitude descent alone), got {phase_starts}.")
+        self.phase_starts = int(phase_starts)
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
         self.normalize = normalize
@@ -212,9 +220,11 @@ class CarliniAttack(Attack):
         return descend(X, B, steps, lr, rows, r.predict, r.box, extra)
 
     def _solve(self, r: _Run, A, B, prior, X=None, steps: int | None = None):
-        """X given A. Lift solver: the lifting (or ``X`` when given), then ``steps`` (default ``refine_steps``)
-        Adam steps on the model's error. Direct solver: ``steps`` (default ``direct_steps``) Adam steps from
-        ``X`` (default: the prior mean), no lifting."""
+        """X given A. Lift solver: the lifting (or ``X``), then ``steps`` (default ``refine_steps``) Adam steps on the
+        model's error. Direct: the phase step, or ``steps`` (default ``direct_steps``) from ``X`` (or the prior mean)."""
+        if r.solver == "direct" and self.phase_starts:  # per-pixel phase retrieval (carlini_phase)
+            cold = X is None  # unclamped: the box is only the attacker's estimate of the owner's normalisation
+            return phase_step(A, B, X, r.noise, self.phase_starts if cold else 3, 150 if cold else 100, seed=self.seed)
         if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
             X = self._descend(r, X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
