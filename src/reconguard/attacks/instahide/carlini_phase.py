@@ -15,7 +15,8 @@ encryptions' scale), then per pixel the start of least amplitude error (``link(a
 problems are independent, so the restarts multiply per pixel: at the true A above, one random start solves 87 % of
 the pixels exactly, two 96 %, five all of them (relative error 0.0000). Cost per step O(N·n·d·starts) (two dense
 products), memory O(N·d·starts). The global sign of each column is left to ``carlini_signs``.
-X is not clamped to the box [0, 1] occupies once normalised: that box is the attacker's estimate of the owner's normalisation (from its own images), and on RGB crops
+X is not clamped to the box [0, 1] occupies once normalised: that box is the attacker's estimate of the owner's
+normalisation (from its own images), and on RGB crops
 3–4 % of the true pixels fall outside it — clamping them raised the true A's residual 218 → 2,453, above the wrong
 assignments' (the search then preferred them). Cross mode keeps the amplitude descent: with the phase step its
 digits challenges identified less (0.85 vs 0.95, own convention; label-free 0.22 vs 0.53).
