@@ -74,3 +74,8 @@ class Knowledge:
     images: torch.Tensor | None = None         # the attacker's own images (public data, decoder training)
     oracle: torch.Tensor | None = None         # the originals, where a paper tunes with them (β at σ = 0)
     exact_prior: bool = True                   # the prior is the images' true distribution (MMSE is Bayes-optimal)
+    labels: torch.Tensor | None = None         # the labels of ``images``
+    noise_images: torch.Tensor | None = None   # InstaHide cross mode: images like the scheme's public pool
+    public_pool: Any = None                    # … and a pool to encrypt with when modelling the scheme
+    scheme: Any = None                         # the attacker's model of the encryptor (an InstaHide), when told it
+    similarity: torch.Tensor | None = None     # N×N pair scores of the encryptions (a SimilarityNetwork's)

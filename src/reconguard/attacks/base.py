@@ -16,7 +16,7 @@ the attack's duration and restores both afterwards, whatever happens inside.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Iterator
 
 import torch
@@ -83,3 +83,15 @@ class Attack:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(target={type(self.target).__name__ if self.target is not None else None})"
+
+
+@dataclass(frozen=True)
+class Recovered(Result):
+    """What a registry attack returns: reconstructions (``N×d`` for embeddings, ``N×C×H×W`` for encryptions),
+    its name and options, and what it chose (``detail``: e.g. the MAP attack's β)."""
+
+    attack: str
+    images: torch.Tensor
+    options: dict
+    detail: dict = field(default_factory=dict)
+    _skip_in_dict = ("images",)

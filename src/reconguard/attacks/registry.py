@@ -11,18 +11,19 @@ them directly (the InstaHide suite, the model-inversion evaluator); their ``obse
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Callable
 
 import torch
 
 from ..errors import ParameterError, UnknownOptionError
 from ..observations import ClassifierAccess, EmbeddingRelease, EncryptedRelease, GradientRelease, Knowledge
-from ..results import Result
 from .adversarial import PGD
+from .base import Recovered
 from .gradients import GradientMatching
 from .instahide import (AveragingAttack, CarliniAttack, Demasker, PairAttack, PublicSearchAttack, PublicUncoverAttack,
                         SimilarityNetwork)
+from .instahide.release import AveragingOptions, CarliniOptions, run_averaging, run_carlini
 from .inversion import GenerativeInversion, GradientInversion
 from .reconstruction import BETAS_SIGMA0, DecoderAttack, MapAttack, MMSEAttack
 
@@ -44,23 +45,6 @@ class DecoderOptions:
     width: int = 128
     train: int = 4096      # images drawn from the prior when the attacker brings none
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class AveragingOptions:
-    m: int = 5             # neighbours averaged
-
-
-@dataclass(frozen=True)
-class Recovered(Result):
-    """What a registry attack returns: reconstructions (``N×d`` for embeddings, ``N×C×H×W`` for encryptions),
-    its name and options, and what it chose (``detail``: e.g. the MAP attack's β)."""
-
-    attack: str
-    images: torch.Tensor
-    options: dict
-    detail: dict = field(default_factory=dict)
-    _skip_in_dict = ("images",)
 
 
 def _mmse(obs: EmbeddingRelease, know: Knowledge, opts: MMSEOptions) -> Recovered:
@@ -96,14 +80,6 @@ def _decoder(obs: EmbeddingRelease, know: Knowledge, opts: DecoderOptions) -> Re
     return Recovered("decoder", dec.run(obs.embeddings).images, asdict(opts))
 
 
-def _averaging(obs: EncryptedRelease, know: Knowledge, opts: AveragingOptions) -> Recovered:
-    """Weak averaging (Carlini et al. §4): neighbours by |encryption| similarity, the private image's coefficient
-    taken from the released labels (1/k without them)."""
-    lam = float(obs.labels.max(1).values.mean()) if obs.labels is not None else None
-    r = AveragingAttack(strong=False, m=opts.m, own_coefficient=lam).run(obs.encryptions, k=obs.k)
-    return Recovered("averaging", r.estimates.float(), asdict(opts))
-
-
 def _predicate_mmse(obs: EmbeddingRelease, know: Knowledge) -> bool:
     from ..encoders.linear import LinearEncoder
     from ..encoders.noisy import split_noise
@@ -124,8 +100,8 @@ ATTACKS: dict[str, AttackEntry] = {
     "mmse": AttackEntry(MMSEAttack, EmbeddingRelease, _mmse, MMSEOptions, _predicate_mmse),
     "map": AttackEntry(MapAttack, EmbeddingRelease, _map, MapOptions),
     "decoder": AttackEntry(DecoderAttack, EmbeddingRelease, _decoder, DecoderOptions),
-    "carlini": AttackEntry(CarliniAttack, EncryptedRelease),
-    "averaging": AttackEntry(AveragingAttack, EncryptedRelease, _averaging, AveragingOptions),
+    "carlini": AttackEntry(CarliniAttack, EncryptedRelease, run_carlini, CarliniOptions),
+    "averaging": AttackEntry(AveragingAttack, EncryptedRelease, run_averaging, AveragingOptions),
     "public-search": AttackEntry(PublicSearchAttack, EncryptedRelease),
     "public-uncover": AttackEntry(PublicUncoverAttack, EncryptedRelease),
     "pairs": AttackEntry(PairAttack, EncryptedRelease),
@@ -144,6 +120,11 @@ def attack_names(observes: type | None = None, runnable: bool = False) -> tuple[
                  if (observes is None or e.observes is observes) and (not runnable or e.runner is not None))
 
 
+def encrypted_attack_names() -> tuple[str, ...]:
+    """The attacks run by name on an encrypted release (the challenge command, the encrypted audit, the suite)."""
+    return attack_names(EncryptedRelease, runnable=True)
+
+
 def attack_entry(name: str) -> AttackEntry:
     if name not in ATTACKS:
         raise UnknownOptionError(f"unknown attack {name!r}; choose one of {', '.join(ATTACKS)}.")
@@ -160,6 +141,13 @@ def make_options(name: str, options: dict | None = None):
     if bad:
         raise UnknownOptionError(f"attack {name}: unknown options {sorted(bad)}; its options are {sorted(allowed)}.")
     return entry.options(**(options or {}))
+
+
+def pick_options(name: str, values: dict) -> dict:
+    """The entries of ``values`` (e.g. a command's arguments) that are options of attack ``name``."""
+    entry = attack_entry(name)
+    allowed = {f.name for f in fields(entry.options)} if entry.options is not None else set()
+    return {key: v for key, v in values.items() if key in allowed}
 
 
 def applies(name: str, observation, knowledge: Knowledge) -> bool:

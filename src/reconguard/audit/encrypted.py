@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..attacks.instahide import ChallengeScore, score_challenge
+from ..attacks.registry import encrypted_attack_names
 from ..errors import ParameterError, UnknownOptionError
 from ..results import Result
 
-ATTACKS = ("carlini", "averaging", "ks")
+ATTACKS = (*encrypted_attack_names(), "ks")  # the registry's, and the KS test (the owner's: it needs the truth)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
               m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
               progress: bool = False) -> EncryptedAudit:
     """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given."""
+    from ..attacks.registry import pick_options
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
     from .loading import load_images
 
@@ -79,8 +81,8 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
             continue
         if name == "carlini" and ch.n is None:
             raise ParameterError("carlini needs n, the number of private images (challenge.json or --n).")
-        r = attack_challenge(ch, name, images, restarts=restarts, label_free=label_free, m=m, demask=demask,
-                             pool=pool, seed=seed, progress=progress)
+        r = attack_challenge(ch, name, images, label_free=label_free, pool=pool, **pick_options(
+            name, {"restarts": restarts, "m": m, "demask": demask, "seed": seed, "progress": progress}))
         recovered[name] = r.images
         score = score_challenge(r.images, truth) if truth is not None else None
         rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score))

@@ -118,10 +118,10 @@ def _cmd_instahide_attack(args) -> int:
     # the attacker's own images, any size and colour: brought to the challenge's once, here
     public = labelled_data(args.public, ch.encryptions.shape[-1], args.public_root, need_labels=False).images
     public = resize_images(public, ch.encryptions.shape[-1], ch.encryptions.shape[1])
-    r = attack_challenge(ch, args.method, public, restarts=args.restarts, solver=args.solver, search=args.search,
-                         noise_rank=args.noise_rank, splits=args.splits, label_free=args.label_free,
-                         similarity_steps=args.similarity_steps, m=args.m, demask=args.demask, pool=args.pool,
-                         seed=args.seed, progress=not args.quiet)
+    from ..attacks.registry import pick_options
+
+    r = attack_challenge(ch, args.method, public, label_free=args.label_free, pool=args.pool,
+                         **pick_options(args.method, {**vars(args), "progress": not args.quiet}))
     print(f"{r.description} in {r.seconds:.1f} s")
     with atomic_file(out) as tmp, open(tmp, "wb") as fh:
         np.save(fh, r.images.numpy())
@@ -132,6 +132,7 @@ def _cmd_instahide_attack(args) -> int:
 
 
 def register(sub) -> None:
+    from ..attacks.registry import encrypted_attack_names
     from ..experiments.instahide import METHODS
 
     ih = sub.add_parser("instahide", help="InstaHide: public patch pool, training with InstaHide or a baseline")
@@ -171,7 +172,7 @@ def register(sub) -> None:
     sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
     sp.set_defaults(func=_cmd_challenge)
     sp = isub.add_parser("attack", help="attack a challenge: carlini (lifting), averaging (weak, optional demasking), ks")
-    sp.add_argument("method", choices=["carlini", "averaging", "ks"])
+    sp.add_argument("method", choices=[*encrypted_attack_names(), "ks"])
     sp.add_argument("--challenge", required=True, help="folder with encryptions.npy and labels.npy")
     sp.add_argument("--truth", help="the challenge's truth folder: score the recovery (ks: group by image)")
     sp.add_argument("--k", type=int, default=None, help="images per mix (default: the challenge's challenge.json, else 4)")

@@ -2,9 +2,10 @@
 labels (``reconguard instahide challenge`` writes one) — and the attacks that apply to it.
 
 :func:`load_challenge` reads and checks the folder (its ``challenge.json`` fixes k, mode, n, c1, c2 and the
-pixel normalisation; a different value given is a mistake); :func:`attack_challenge` runs Carlini et al.'s attack
-(lifting + assignment, with or without the labels, optionally started from the similarity network's clustering)
-or the weak averaging attack (optionally after demasking), and returns the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
+pixel normalisation; a different value given is a mistake); :func:`attack_challenge` runs an attack of the
+registry on it (Carlini et al.'s, with or without the labels, optionally started from the similarity network's
+clustering, or the weak averaging attack, optionally after demasking: ``attacks.instahide.release``), and returns
+the recovered images in [0, 1]; :func:`ks_challenge` runs the KS test
 of InstaHide paper §5.2 with the truth's grouping. The attacker's own data of the same kind (``public``) gives
 the signs, the normalisation statistics and the demasker's training mixes.
 """
@@ -21,7 +22,6 @@ from ..checks import load_array
 from ..errors import DataFileNotFoundError, ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
 
-METHODS = ("carlini", "averaging")
 HINT = "(write a challenge with `reconguard instahide challenge`)"
 
 
@@ -89,57 +89,37 @@ def ks_challenge(ch: Challenge, truth: str | Path):
     return ks_test(torch.stack([ch.encryptions[owner == i][:T] for i in owner.unique()]))
 
 
-def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, restarts: int | None = None, solver: str = "auto",
-                     search: str = "auto", noise_rank: int = 20, splits: int = 10, label_free: bool = False,
-                     similarity_steps: int = 0, m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
-                     progress: bool = False) -> ChallengeAttack:
-    """Recover the private images of ``ch`` with ``method`` (``carlini`` or ``averaging``)."""
-    from ..attacks.instahide import AveragingAttack, CarliniAttack, Demasker, SimilarityNetwork
-    from ..encoders import InstaHide
+def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, label_free: bool = False, pool: str = "samples",
+                     **options) -> ChallengeAttack:
+    """Recover the private images of ``ch`` with the registry's attack ``method`` on its :class:`EncryptedRelease`
+    (``attacks.registry.attack_names(EncryptedRelease, runnable=True)``: ``carlini``, ``averaging``), the attacker's
+    own images ``public`` and, in cross mode, the public pool ``pool`` as its model of the scheme's public part;
+    ``options``: the attack's options dataclass fields (``CarliniOptions``, ``AveragingOptions``)."""
+    from ..attacks.registry import attack_names, run_attack
+    from ..observations import EncryptedRelease, Knowledge
     from .instahide import public_pool
 
-    if method not in METHODS:
-        raise UnknownOptionError(f"method must be one of {METHODS}, got {method!r}.")
+    if method not in attack_names(EncryptedRelease, runnable=True):
+        raise UnknownOptionError(f"method must be one of {attack_names(EncryptedRelease, runnable=True)}, got {method!r}.")
     start = time.perf_counter()
-    enc, labels, k = ch.encryptions, ch.labels, ch.k
-    stats = InstaHide(k, normalize=ch.normalization).channel_stats(public)
-    if method == "carlini":
-        if ch.n is None:
-            raise ParameterError("carlini needs n, the number of private images in the challenge (--n).")
-        pool_images = public_pool(pool, tuple(enc.shape[1:])) if ch.mode == "cross" else None
-        noise = None
-        if pool_images is not None:
-            idx = torch.arange(min(len(pool_images), 2000))
-            noise = pool_images.get(idx) if hasattr(pool_images, "get") else pool_images[:2000]
-        similarity = None
-        if similarity_steps:
-            from ..attacks.instahide.carlini_model import public_convention
-            convention = (public_convention(enc, None if label_free else labels, public, noise, k, ch.c2,
-                                            normalize=ch.normalization) if noise is not None else "private")
-            scheme = InstaHide(k, c1=ch.c1, c2=ch.c2, mode=ch.mode, public=pool_images, public_normalize=convention,
-                               normalize=ch.normalization)
-            net = SimilarityNetwork(enc.shape[1], steps=similarity_steps, seed=seed, progress=progress)
-            net.fit(scheme, public)
-            similarity = net.scores(enc)
-        r = CarliniAttack(k, ch.n, restarts=restarts, c1=ch.c1, c2=ch.c2, mode=ch.mode, seed=seed, solver=solver,
-                          search=search, noise_rank=noise_rank, splits=splits, normalize=ch.normalization,
-                          progress=progress).run(
-            enc, None if label_free else labels, public, noise_images=noise, similarity=similarity)
-        how = "label-free grid assignment" if label_free else f"label-constrained assignment, {r.search} search"
-        discount = f"its {noise_rank} dominant directions discounted" if noise_rank else "plain squared error"
-        norm = f", public part normalised with {r.public_normalization} statistics, {discount}" if r.public_normalization else ""
-        return ChallengeAttack(method, r.images, f"Carlini et al. ({r.solver} X-step + {how}, {ch.mode}{norm}): "
-                               f"{len(r.images)} images, residual {r.residual:.4g}", time.perf_counter() - start)
-    e = enc
-    if demask:
-        mixes = InstaHide(k).encrypt(public, seed=seed, stats=stats)
-        dm = Demasker(e.shape[1], seed=seed)
-        dm.fit(mixes.images * mixes.key.mask)
-        e = dm.run(e).demasked
-    lam = float(labels.max(1).values.mean())
-    r = AveragingAttack(strong=False, m=m, own_coefficient=lam).run(e, k=k)
-    mean = torch.tensor(stats[0]).reshape(1, -1, 1, 1)
-    std = torch.tensor(stats[1]).reshape(1, -1, 1, 1)
-    images = (r.estimates.float() * std + mean).clamp(0, 1)  # back to pixels with the attacker's statistics
-    return ChallengeAttack(method, images, f"weak averaging{' after demasking' if demask else ''} (top-{m}): "
-                           f"{len(images)} estimates", time.perf_counter() - start)
+    obs = EncryptedRelease.from_challenge(ch, label_free=label_free)
+    pool_images = noise = None
+    if ch.mode == "cross" and method == "carlini":
+        pool_images = public_pool(pool, tuple(ch.encryptions.shape[1:]))
+        idx = torch.arange(min(len(pool_images), 2000))
+        noise = pool_images.get(idx) if hasattr(pool_images, "get") else pool_images[:2000]
+    r = run_attack(method, obs, Knowledge(images=public, noise_images=noise, public_pool=pool_images), options)
+    return ChallengeAttack(method, r.images, _describe(r, ch), time.perf_counter() - start)
+
+
+def _describe(r, ch: Challenge) -> str:
+    """One line saying what ran."""
+    o, d = r.options, r.detail
+    if r.attack == "carlini":
+        how = "label-free grid assignment" if d["label_free"] else f"label-constrained assignment, {d['search']} search"
+        discount = f"its {o['noise_rank']} dominant directions discounted" if o["noise_rank"] else "plain squared error"
+        norm = (f", public part normalised with {d['public_normalization']} statistics, {discount}"
+                if d["public_normalization"] else "")
+        return (f"Carlini et al. ({d['solver']} X-step + {how}, {ch.mode}{norm}): {len(r.images)} images, "
+                f"residual {d['residual']:.4g}")
+    return f"weak averaging{' after demasking' if d.get('demasked') else ''} (top-{o['m']}): {len(r.images)} estimates"

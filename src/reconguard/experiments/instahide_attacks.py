@@ -24,17 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..attacks.instahide import (AveragingAttack, CarliniAttack, Demasker, PairAttack, SimilarityNetwork, ks_test,
-                                 make_challenge, match_recovered, score_challenge)
+from ..attacks.instahide import PairAttack, SimilarityNetwork, ks_test, make_challenge, match_recovered, score_challenge
+from ..attacks.registry import run_attack
 from ..data import load_digits
 from ..encoders import InstaHide, Mixup
 from ..encoders.instahide import paper_c1
 from ..errors import ParameterError, ReconguardError, UnknownOptionError
+from ..observations import EncryptedRelease, Knowledge
 from ..results import RecipeResult, Result
 from .params import AttackSuiteParams
-
-ATTACKS = ("carlini", "carlini-label-free", "averaging", "demask-averaging", "ks", "pairs")
-
 
 @dataclass(frozen=True)
 class AttackRow(Result):
@@ -110,43 +108,38 @@ class _Challenge:
     T: int
 
 
-def _carlini(p, c: _Challenge, attack: str):
-    free, extra = attack == "carlini-label-free", {}
+# the suite's names for the registry's encrypted-release attacks: (registry name, variant)
+VARIANTS = {"carlini": ("carlini", False), "carlini-label-free": ("carlini", True),  # variant: the labels ignored
+            "averaging": ("averaging", False), "demask-averaging": ("averaging", True)}  # variant: demasked first
+
+
+def _recover(p, c: _Challenge, attack: str):
+    """One registry attack (``run_attack``) on the challenge's release, with the attacker's own digits, the scheme
+    it is told and (label-free Carlini) the pair scores of a similarity network trained on its own encryptions."""
+    name, variant = VARIANTS[attack]
+    if attack == "demask-averaging" and not c.scheme.masked:
+        return None
+    extra, similarity = {}, None
+    free = name == "carlini" and variant
+    if free and p.similarity_steps:
+        net = SimilarityNetwork(c.enc.shape[1], steps=p.similarity_steps, seed=0)
+        net.fit(c.scheme, c.own.images, stats=c.stats)
+        sim = net.run(c.enc, c.owner[:, None] == c.owner[None, :])
+        similarity = sim.scores
+        if sim.auc is not None:
+            extra["similarity_auc_same_owner"] = sim.auc
+    obs = EncryptedRelease(c.enc, None if free else c.labels, c.scheme.k, c.mode, c.n, c.scheme.c1,
+                           getattr(c.scheme, "c2", 0.3), getattr(c.scheme, "normalize", "dataset"))
     noise = c.pool.get(torch.arange(min(len(c.pool), 2000))) if c.mode == "cross" else None
+    know = Knowledge(images=c.own.images, labels=c.own.labels, noise_images=noise, scheme=c.scheme, similarity=similarity)
+    options = ({"restarts": p.restarts} if name == "carlini" else
+               {"m": p.m, "demask": variant, "demask_epochs": p.demask_epochs, "demask_images": p.demask_images,
+                "seed": 0})
     try:
-        atk = CarliniAttack(c.scheme.k, c.n, c1=c.scheme.c1, c2=getattr(c.scheme, "c2", 0.3), mode=c.mode,
-                            restarts=p.restarts)
-        if free:  # a search too large fails here, before the network is trained
-            atk.check_free_search(c.n, len(c.enc), c.enc[0].numel(), bool(p.similarity_steps))
-        similarity = None
-        if free and p.similarity_steps:
-            net = SimilarityNetwork(c.enc.shape[1], steps=p.similarity_steps, seed=0)
-            net.fit(c.scheme, c.own.images, stats=c.stats)
-            sim = net.run(c.enc, c.owner[:, None] == c.owner[None, :])
-            similarity = sim.scores
-            if sim.auc is not None:
-                extra["similarity_auc_same_owner"] = sim.auc
-        r = atk.run(c.enc, None if free else c.labels, c.own.images, noise_images=noise, similarity=similarity)
-        return r.images, {**extra, "residual": r.residual}
+        r = run_attack(name, obs, know, options)
     except ReconguardError as exc:  # e.g. the assignment search is too large for this k
         return None, {"not run": str(exc)}
-
-
-def _averaging(p, c: _Challenge, attack: str):
-    e = c.enc
-    if attack == "demask-averaging":
-        if not c.scheme.masked:
-            return None
-        m_own = p.demask_images or len(c.own)
-        mixes = c.scheme.encrypt(c.own.images[:m_own], c.own.labels[:m_own], seed=1, stats=c.stats)
-        dm = Demasker(c.enc.shape[1], epochs=p.demask_epochs, seed=0)
-        dm.fit(mixes.images * mixes.key.mask)
-        e = dm.run(c.enc).demasked
-    lam = float(c.labels.max(1).values.mean())
-    r = AveragingAttack(strong=False, m=p.m, own_coefficient=lam).run(e, k=c.scheme.k)
-    mean = torch.tensor(c.stats[0]).reshape(1, -1, 1, 1)
-    std = torch.tensor(c.stats[1]).reshape(1, -1, 1, 1)
-    return (r.estimates.float() * std + mean).clamp(0, 1), {}
+    return r.images, {**extra, **({"residual": r.detail["residual"]} if "residual" in r.detail else {})}
 
 
 def _ks(p, c: _Challenge, attack: str):
@@ -163,8 +156,7 @@ def _pairs(p, c: _Challenge, attack: str):
 
 
 # each suite attack: (params, challenge, name) → (images or None, extra), or None where it does not apply
-SUITE = {"carlini": _carlini, "carlini-label-free": _carlini, "averaging": _averaging,
-         "demask-averaging": _averaging, "ks": _ks, "pairs": _pairs}
+SUITE = {**{name: _recover for name in VARIANTS}, "ks": _ks, "pairs": _pairs}
 ATTACKS = tuple(SUITE)
 
 
