@@ -529,7 +529,7 @@ def test_recipe_resume_with_other_settings_is_refused(work):
 def test_an_internal_error_is_one_line_and_a_file(work, monkeypatch):
     import reconguard.cli.bounds as bounds
 
-    def broken(args):
+    def broken(args, run):
         raise ZeroDivisionError("a bug, not the user's mistake")
 
     monkeypatch.setattr(bounds, "_cmd_bound", broken)

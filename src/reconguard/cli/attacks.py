@@ -6,7 +6,7 @@ from __future__ import annotations
 from .common import claim_output, labelled_data, param_name, add_data_opts
 
 
-def _cmd_gradient_matching(args) -> int:
+def _cmd_gradient_matching(args, run) -> int:
     from ..attacks.gradients import GradientMatching, model_gradients
     from ..encoders import InstaHide
     from ..encoders.instahide import paper_c1
@@ -18,7 +18,7 @@ def _cmd_gradient_matching(args) -> int:
     if not 0 <= args.index < len(data):
         from ..errors import ParameterError
         raise ParameterError(f"--index must be in [0, {len(data)}), got {args.index}.")
-    out = claim_output(args, args.out or param_name(f"runs/attacks/gradient-matching-{data.name}-i{args.index}"
+    out = claim_output(run, args.out or param_name(f"runs/attacks/gradient-matching-{data.name}-i{args.index}"
                                                f"-instahide{args.instahide_k}", args,
                                                ("steps", "distance", "unknown_label", "seed")) + ".json")
     with seeded(args.seed):

@@ -9,24 +9,24 @@ from .common import claim_output, device_of, add_normalize_opt
 _OUT = "report folder: report.html (verdict on top), PNG plots, results.json (default runs/audit/<kind>)"
 
 
-def _write(args, out, result) -> int:
+def _write(args, run, out, result) -> int:
     from ..report import summary_text, write_report
 
-    out = write_report(result, out, command=args._command, force=args.force)
+    out = write_report(result, out, command=run.command, force=args.force)
     print(summary_text(result, out))
     return 0
 
 
-def _cmd_encoder(args) -> int:
+def _cmd_encoder(args, run) -> int:
     from .. import audit
 
-    out = claim_output(args, args.out or "runs/audit/encoder", "dir")
+    out = claim_output(run, args.out or "runs/audit/encoder", "dir")
     result = audit.encoder(args.model, args.data, sigmas=args.sigma, preset=args.preset, score=args.score,
                            sigma_s=args.sigma_s, weights=args.weights, device=device_of(args.device), seed=args.seed,
                            progress=not args.quiet, normalize=args.normalize, path=args.path,
                            max_minutes=args.max_minutes, announce=None if args.quiet else _say)
     _warn(result)
-    return _write(args, out, result)
+    return _write(args, run, out, result)
 
 
 def _warn(result) -> None:
@@ -38,26 +38,26 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _cmd_classifier(args) -> int:
+def _cmd_classifier(args, run) -> int:
     from .. import audit
 
-    out = claim_output(args, args.out or "runs/audit/classifier", "dir")
+    out = claim_output(run, args.out or "runs/audit/classifier", "dir")
     result = audit.classifier(args.model, args.private, args.public, num_classes=args.classes, weights=args.weights,
                               preset=args.preset, eps=args.eps, size=args.size, device=device_of(args.device),
                               seed=args.seed, progress=not args.quiet, normalize=args.normalize)
     _warn(result)
-    return _write(args, out, result)
+    return _write(args, run, out, result)
 
 
-def _cmd_encrypted(args) -> int:
+def _cmd_encrypted(args, run) -> int:
     from .. import audit
 
-    out = claim_output(args, args.out or "runs/audit/encrypted", "dir")
+    out = claim_output(run, args.out or "runs/audit/encrypted", "dir")
     result = audit.encrypted(args.data, truth=args.truth, public=args.public, public_root=args.public_root,
                              attacks=args.attacks, k=args.k, mode=args.mode, n=args.n, label_free=args.label_free,
                              restarts=args.restarts, m=args.m, demask=args.demask, pool=args.pool, seed=args.seed,
                              progress=not args.quiet)
-    return _write(args, out, result)
+    return _write(args, run, out, result)
 
 
 def _common(sp, func) -> None:

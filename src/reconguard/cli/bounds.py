@@ -39,7 +39,7 @@ def _user_model(args, channels: int):
     return module, channels, args.size
 
 
-def _cmd_bound(args) -> int:
+def _cmd_bound(args, run) -> int:
     import torch
 
     from ..encoders import SplitCNN, random_linear, skewed_linear
@@ -68,7 +68,7 @@ def _cmd_bound(args) -> int:
         check_fits(8.0 * m * d, f"a linear W of {m}×{d}", "lower --m or --size")
         choose_path(d, 0, "dense")  # WᵀW is exact and dense
     tag = f"{args.data}-{'model' if args.model else args.encoder}-m{args.m}-size{size}"
-    out = claim_output(args, Path(args.out) if args.out else Path("runs") / "bound" / (param_name(
+    out = claim_output(run, Path(args.out) if args.out else Path("runs") / "bound" / (param_name(
         tag, args, ("data", "encoder", "model", "weights", "normalize", "m", "alpha", "split", "sigma", "tau", "k",
                     "size", "sigma_s", "score_samples", "seed", "channels", "path")) + ".json"))
     prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits"
@@ -109,7 +109,7 @@ def _cmd_bound(args) -> int:
     return 0
 
 
-def _cmd_score_train(args) -> int:
+def _cmd_score_train(args, run) -> int:
     import torch
 
     from ..bounds import score_matrix, score_quality
@@ -119,9 +119,9 @@ def _cmd_score_train(args) -> int:
     from ..train import train_score_model
 
     data = labelled_data(args.data, args.size, args.root)
-    out = claim_output(args, args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
-    claim_output(args, out.with_suffix(".json"))
-    claim_output(args, out.with_suffix(".png"))
+    out = claim_output(run, args.out or f"runs/score/{data.name}-sigma{args.sigma_s:g}.pt")
+    claim_output(run, out.with_suffix(".json"))
+    claim_output(run, out.with_suffix(".png"))
     model, fit_result = train_score_model(data, args.sigma_s, epochs=args.epochs, width=args.width, depth=args.depth,
                                           seed=args.seed, device=device_of(args.device), progress=not args.quiet)
     model.cpu().save(out)
@@ -135,7 +135,7 @@ def _cmd_score_train(args) -> int:
     return 0
 
 
-def _cmd_score_check(args) -> int:
+def _cmd_score_check(args, run) -> int:
     import torch
 
     from ..bounds import ddpm_score, score_matrix, score_quality
@@ -145,8 +145,8 @@ def _cmd_score_check(args) -> int:
 
     data = labelled_data(args.data, args.size, args.root)
     prior = smoothed_empirical_prior(data, args.sigma_s)
-    out = claim_output(args, args.out or f"runs/score/quality-{data.name}.png")
-    claim_output(args, out.with_suffix(".json"))
+    out = claim_output(run, args.out or f"runs/score/quality-{data.name}.png")
+    claim_output(run, out.with_suffix(".json"))
     samples = prior.sample(args.n, generator=torch.Generator().manual_seed(args.seed))
     qualities = {}
     if args.model:
@@ -178,7 +178,7 @@ def _cmd_score_check(args) -> int:
     return 0
 
 
-def _cmd_train_encoder(args) -> int:
+def _cmd_train_encoder(args, run) -> int:
     import torch
     from torch import nn
 
@@ -187,8 +187,8 @@ def _cmd_train_encoder(args) -> int:
     from ..train import fit
 
     data = labelled_data(args.data, args.size, args.root)
-    out = claim_output(args, args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
-    claim_output(args, out.with_suffix(".json"))
+    out = claim_output(run, args.out or f"runs/encoders/{data.name}-{args.encoder}-{args.split}-m{args.m}.pt")
+    claim_output(run, out.with_suffix(".json"))
     if args.encoder == "splitcnn":
         enc = SplitCNN(args.split, args.m, data.shape, seed=args.seed)
     else:

@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def claim_output(args, path, kind: str = "file") -> Path:
+@dataclass
+class Invocation:
+    """One command's own state, passed to it explicitly beside its parsed ``args``: the argv it was called with, its
+    name (recorded in what it writes), the ``ExitStack`` holding its output locks, the outputs it claimed, and the
+    line an interruption prints (``interrupted_hint``, set by commands that can resume)."""
+
+    argv: list
+    command: str
+    stack: contextlib.ExitStack
+    force: bool = False
+    claimed: list = field(default_factory=list)
+    interrupted_hint: str | None = None
+
+
+def claim_output(run: Invocation, path, kind: str = "file") -> Path:
     """Check that this run may write ``path`` (``reconguard.io.check_output``: new, or an earlier result of the
     same command, or ``--force``) and hold its lock until the command ends. Call before the work starts."""
     from ..io import claim_output
 
     path = Path(path)
-    args._stack.enter_context(claim_output(path, args._command, kind=kind, force=getattr(args, "force", False)))
-    args._claimed.append((path, kind))
+    run.stack.enter_context(claim_output(path, run.command, kind=kind, force=run.force))
+    run.claimed.append((path, kind))
     return path
 
 
@@ -35,12 +51,12 @@ def invocation() -> str:
     return f"{shlex.quote(sys.executable)} -m reconguard"
 
 
-def resume_hint(args, prefix: str = "") -> str:
+def resume_hint(run: Invocation, prefix: str = "") -> str:
     """The line that tells an interrupted run how to continue (with --resume)."""
     import shlex
 
-    argv = " ".join(shlex.quote(a) for a in args._argv)
-    return f"{prefix}resume with: {invocation()} {argv}" + ("" if "--resume" in args._argv else " --resume")
+    argv = " ".join(shlex.quote(a) for a in run.argv)
+    return f"{prefix}resume with: {invocation()} {argv}" + ("" if "--resume" in run.argv else " --resume")
 
 
 def param_name(prefix: str, args, keys) -> str:

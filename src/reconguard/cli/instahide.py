@@ -6,10 +6,10 @@ from __future__ import annotations
 from .common import claim_output, device_of, labelled_data, param_name, add_data_opts, data_arg
 
 
-def _cmd_prepare_public(args) -> int:
+def _cmd_prepare_public(args, run) -> int:
     from ..data import prepare_public
 
-    claim_output(args, args.out, "dir")
+    claim_output(run, args.out, "dir")
     store = prepare_public(args.out, args.folder, size=args.size, channels=args.channels, crop=args.crop,
                            patches_per_image=args.per_image, min_keypoints=args.min_keypoints, seed=args.seed,
                            progress=not args.quiet)
@@ -17,14 +17,14 @@ def _cmd_prepare_public(args) -> int:
     return 0
 
 
-def _cmd_instahide_train(args) -> int:
+def _cmd_instahide_train(args, run) -> int:
     from ..experiments.instahide import public_pool, run_accuracy
     from ..io import write_json_atomic
     from ..report.accuracy import accuracy_summary
     from ..experiments.instahide import AccuracyResult
 
     data = labelled_data(args.data, args.size, args.root)
-    out = claim_output(args, args.out or param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
+    out = claim_output(run, args.out or param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
                                                ("epochs", "T", "own_floor", "epsilon", "public", "seed")) + ".json")
     spec = {"method": args.method, "k": args.k, "mode": args.mode}
     rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
@@ -40,7 +40,7 @@ def _cmd_instahide_train(args) -> int:
     return 0
 
 
-def _cmd_challenge(args) -> int:
+def _cmd_challenge(args, run) -> int:
     from ..attacks.instahide import make_challenge
     from ..encoders import InstaHide
     from ..encoders.instahide import paper_c1
@@ -49,23 +49,23 @@ def _cmd_challenge(args) -> int:
     from ..io import atomic_directory
 
     data = labelled_data(args.data, args.size, args.root)
-    out = claim_output(args, args.out or "runs/challenge", "dir")
-    truth = claim_output(args, args.truth or f"{out}-truth", "dir")
+    out = claim_output(run, args.out or "runs/challenge", "dir")
+    truth = claim_output(run, args.truth or f"{out}-truth", "dir")
     if out.resolve() == truth.resolve():
         from ..errors import ParameterError
         raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
     scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
                        num_classes=int(data.labels.max()) + 1, public_normalize=args.public_normalize)
-    with atomic_directory(out, args._command, args.force) as tmp_out, \
-            atomic_directory(truth, args._command, args.force) as tmp_truth:  # both or neither, files listed
+    with atomic_directory(out, run.command, args.force) as tmp_out, \
+            atomic_directory(truth, run.command, args.force) as tmp_truth:  # both or neither, files listed
         make_challenge(scheme, data.images, data.labels, args.n, args.T, tmp_out, tmp_truth, seed=args.seed)
     print(f"{args.n}×{args.T} encryptions (k={args.k}, {args.mode}) → {out}/encryptions.npy, labels.npy; "
           f"ground truth → {truth}/ (keep it apart)")
     return 0
 
 
-def _cmd_public_search(args) -> int:
+def _cmd_public_search(args, run) -> int:
     """Section 5.3's search for the public sources of randomly cropped patches in cross-dataset encryptions."""
     from ..experiments.instahide_attacks import run_public_search
 
@@ -80,7 +80,7 @@ def _cmd_public_search(args) -> int:
     return 0
 
 
-def _cmd_score(args) -> int:
+def _cmd_score(args, run) -> int:
 
     from ..attacks.instahide import score_challenge
 
@@ -92,7 +92,7 @@ def _cmd_score(args) -> int:
     return 0
 
 
-def _cmd_instahide_attack(args) -> int:
+def _cmd_instahide_attack(args, run) -> int:
     """Attack a challenge folder written by `instahide challenge` (encryptions.npy, labels.npy)."""
     import numpy as np
 
@@ -110,7 +110,7 @@ def _cmd_instahide_attack(args) -> int:
               f"vs the others': {r.statistic_other:.3f} (p {r.pvalue_other:.3g})  [{r.n_images} images × {r.n_encryptions}]")
         return 0
     args.k, args.mode, args.n = ch.k, ch.mode, ch.n  # the output name records what was attacked
-    out = claim_output(args, args.out or ch.folder.parent / (param_name(
+    out = claim_output(run, args.out or ch.folder.parent / (param_name(
         f"{ch.folder.name}-{args.method}-k{ch.k}-{ch.mode}", args,
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
     from ..data.datasets import resize_images

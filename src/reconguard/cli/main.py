@@ -21,7 +21,7 @@ import sys
 from .. import __version__
 from ..errors import ReconguardError
 from . import attacks, audit, bounds, instahide, mia, recipes
-from .common import command_name, error_exit, finish_parser, Parser
+from .common import Invocation, command_name, error_exit, finish_parser, Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,23 +52,22 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
-    args = None
+    run = None
     try:
         args = build_parser().parse_args(argv)
-        args._argv, args._command, args._claimed = argv, command_name(args), []
         with contextlib.ExitStack() as stack:
-            args._stack = stack
-            code = args.func(args)
+            run = Invocation(argv, command_name(args), stack, force=bool(getattr(args, "force", False)))
+            code = args.func(args, run)
             from ..io import record_file
-            for path, kind in args._claimed:
+            for path, kind in run.claimed:
                 if kind == "file" and path.exists():
-                    record_file(path, args._command)
+                    record_file(path, run.command)
             return code
     except ReconguardError as exc:
         return error_exit(str(exc))
     except KeyboardInterrupt as exc:
         term = isinstance(exc, Terminated)
-        hint = getattr(args, "_interrupted_hint", None)
+        hint = run.interrupted_hint if run is not None else None
         print(f"reconguard: {'terminated' if term else 'interrupted'}; "
               + (hint or "nothing was written (outputs appear only when a run completes)"), file=sys.stderr)
         return 143 if term else 130

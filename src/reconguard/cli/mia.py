@@ -26,7 +26,7 @@ def _defense_options(args) -> dict:
     return options
 
 
-def _cmd_train(args) -> int:
+def _cmd_train(args, run) -> int:
     from ..classifiers import save_classifier
     from ..defenses.registry import defense_class
     from ..experiments.mia import load_split, pretrain_public, train_defended
@@ -35,7 +35,7 @@ def _cmd_train(args) -> int:
 
     options = _defense_options(args)
     split = load_split(MIAParams(dataset=args.data, root=args.root, public_root=args.public_root, size=args.size))
-    out = claim_output(args, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
+    out = claim_output(run, args.out or f"runs/train/{split.train.name}-{args.model}-{args.defense}-seed{args.seed}", "dir")
     checkpoint = out.parent / f".{out.name}.checkpoint.pt"
     if checkpoint.exists() and not args.resume:
         remove_owned(checkpoint)  # a fresh run (reconguard's own checkpoint only); --resume continues from it
@@ -44,7 +44,7 @@ def _cmd_train(args) -> int:
                           "another --out.")
     elif args.resume and not checkpoint.exists():
         print(f"reconguard: no checkpoint for {out} yet; starting from epoch 0", file=sys.stderr)
-    args._interrupted_hint = resume_hint(args)
+    run.interrupted_hint = resume_hint(run)
     cls = defense_class(args.defense)
     public_state = None
     if cls.needs_public_model and "pretrained" not in options:
@@ -64,7 +64,7 @@ def _cmd_train(args) -> int:
                 k: (str(v) if k == "pretrained" else v) for k, v in options.items()}, "seed": args.seed,
             "data": args.data, "size": split.train.shape[-1]}
     inner = defense.saved_module(model)
-    with atomic_directory(out, args._command, force=args.force) as tmp:
+    with atomic_directory(out, run.command, force=args.force) as tmp:
         save_classifier(tmp / "model.pt", inner.cpu(), spec, getattr(defense, "mask", None))
         write_json_atomic(tmp / "result.json", {"spec": spec, "result": row})
     if checkpoint.exists():
@@ -97,7 +97,7 @@ def _classifier(spec: str, args):
     return model, {**recipe, "normalize": norm}
 
 
-def _cmd_evaluate(args) -> int:
+def _cmd_evaluate(args, run) -> int:
     from ..defenses.registry import NO_DEFENSE
     from ..experiments.mia import DefenseRow, load_split
     from ..metrics import accuracy
@@ -105,7 +105,7 @@ def _cmd_evaluate(args) -> int:
     from ..experiments.mia_eval import Evaluator
     from ..io import write_json_atomic
 
-    out = claim_output(args, args.out or "runs/evaluate/results.json")
+    out = claim_output(run, args.out or "runs/evaluate/results.json")
     loaded = [(path, *_classifier(path, args)) for path in args.models]
     first = loaded[0][2]
     split = load_split(MIAParams(dataset=first.get("data", "digits"), root=args.root, public_root=args.public_root,
@@ -146,7 +146,7 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 
-def _cmd_analyze(args) -> int:
+def _cmd_analyze(args, run) -> int:
     import json
 
     from ..errors import CorruptDataError, DataFileNotFoundError
@@ -154,7 +154,7 @@ def _cmd_analyze(args) -> int:
     from ..experiments.mia_eval import analyse
     from ..io import write_json_atomic
 
-    out = claim_output(args, args.out or "runs/analyze/analysis.json")
+    out = claim_output(run, args.out or "runs/analyze/analysis.json")
     rows = []
     for path in args.results:
         path = Path(path)

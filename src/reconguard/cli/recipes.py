@@ -8,18 +8,18 @@ from ..experiments import PRESETS
 from .common import claim_output, device_of, resume_hint
 
 
-def _cmd_run(args, recipe: str) -> int:
+def _cmd_run(args, run, recipe: str) -> int:
     from ..report import run_to_report, summary_text
 
-    out = claim_output(args, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
-    args._interrupted_hint = resume_hint(args, "finished units are kept; ")
+    out = claim_output(run, Path(args.out) if args.out else Path("runs") / (args.name or Path(recipe).stem), "dir")
+    run.interrupted_hint = resume_hint(run, "finished units are kept; ")
     result, out = run_to_report(recipe, args.preset, out, progress=not args.quiet, device=device_of(args.device),
-                                command=args._command, force=args.force, resume=args.resume)
+                                command=run.command, force=args.force, resume=args.resume)
     print(summary_text(result, out))
     return 0
 
 
-def _cmd_recipes(args) -> int:
+def _cmd_recipes(args, run) -> int:
     from ..experiments import list_recipes, load_recipe
 
     for name in list_recipes():
@@ -41,12 +41,12 @@ def register(sub) -> None:
 
     sp = sub.add_parser("demo", help="the main job: Figure-2 sweep on Gaussian and digits priors → runs/demo/")
     add_run_opts(sp)
-    sp.set_defaults(func=lambda a: _cmd_run(a, "fig2-linear"), name="demo")
+    sp.set_defaults(func=lambda a, run: _cmd_run(a, run, "fig2-linear"), name="demo")
 
     sp = sub.add_parser("run", help="run a recipe (built-in name or YAML path) and write its report")
     sp.add_argument("recipe")
     add_run_opts(sp)
-    sp.set_defaults(func=lambda a: _cmd_run(a, a.recipe), name=None)
+    sp.set_defaults(func=lambda a, run: _cmd_run(a, run, a.recipe), name=None)
 
     sp = sub.add_parser("recipes", help="list the built-in recipes")
     sp.set_defaults(func=_cmd_recipes)
