@@ -27,10 +27,12 @@ def _cmd_instahide_train(args, run) -> int:
     out = claim_output(run, args.out or param_name(f"runs/instahide/{data.name}-{args.method}-{args.mode}-k{args.k}", args,
                                                ("epochs", "T", "own_floor", "epsilon", "public", "seed")) + ".json")
     spec = {"method": args.method, "k": args.k, "mode": args.mode}
-    rows, n_train, n_test = run_accuracy(data, [spec], epochs=args.epochs, T=args.T, own_floor=args.own_floor,
-                                         public=public_pool(args.public, data.shape) if args.mode == "cross" else None,
-                                         dp={"target_epsilon": args.epsilon}, seed=args.seed,
-                                         device=device_of(args.device))
+    from ..experiments.params import AccuracyParams
+
+    cfg = AccuracyParams(epochs=args.epochs, T=args.T, own_floor=args.own_floor, dp={"target_epsilon": args.epsilon},
+                         seed=args.seed)
+    rows, n_train, n_test = run_accuracy(data, [spec], cfg, device=device_of(args.device),
+                                         public=public_pool(args.public, data.shape) if args.mode == "cross" else None)
     settings = {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "func"}
     result = AccuracyResult("instahide-train", "cli", f"{args.method} on {data.name}", settings,
                             rows, rows[0].seconds, data.name, n_train, n_test)

@@ -82,11 +82,15 @@ def _split(data: ImageDataset, seed: int, test_fraction: float = 0.2):
     return rest.subset(torch.arange(n_val, len(rest))), rest.subset(torch.arange(n_val)), test
 
 
-def run_accuracy(data: ImageDataset, methods: list[dict], *, epochs: int = 20, T: int = 10,
-                 own_floor: float | None = None, public=None, dp: dict | None = None, lr: float = 1e-3,
-                 seed: int = 0, device=None, progress=None, units=None) -> tuple[list[AccuracyRow], int, int]:
-    """Train and test every method; ``units`` (a UnitCache) keeps finished methods for ``--resume``."""
+def run_accuracy(data: ImageDataset, methods: list[dict], cfg=None, *, public=None, device=None, progress=None,
+                 units=None) -> tuple[list[AccuracyRow], int, int]:
+    """Train and test every method with the typed settings ``cfg`` (``AccuracyParams``, whole: epochs, T, own_floor,
+    dp, lr, seed); ``units`` (a UnitCache) keeps finished methods for ``--resume``."""
+    from .params import AccuracyParams
     from .units import UnitCache, plain, restore
+
+    cfg = cfg or AccuracyParams()
+    epochs, T, own_floor, dp, lr, seed = cfg.epochs, cfg.T, cfg.own_floor, cfg.dp, cfg.lr, cfg.seed
 
     units = units or UnitCache(None, {})
     train, val, test = _split(data, seed)

@@ -158,14 +158,13 @@ def load_split(p: MIAParams) -> MIASplit:
     return folder_mia_split(p.root, p.public_root, int(p.size or 224), p.split_seed)
 
 
-def run_mia(recipe: dict, preset: str, p: dict, progress: bool, device, units=None) -> MIAResult:
-    """Train every (defense, seed) of the recipe; then, when asked, attack and measure robustness
-    (:mod:`reconguard.experiments.mia_eval`) and fit the analysis. ``units``: a
-    :class:`~reconguard.experiments.units.UnitCache` (finished models are not trained again)."""
+def run_mia(recipe: dict, preset: str, p: dict, params: MIAParams, progress: bool, device, units=None) -> MIAResult:
+    """Train every (defense, seed) of the recipe (``params``: its typed settings, whole; ``p``: as recorded); then,
+    when asked, attack and measure robustness (:mod:`reconguard.experiments.mia_eval`) and fit the analysis.
+    ``units``: a :class:`~reconguard.experiments.units.UnitCache` (finished models are not trained again)."""
     from .units import UnitCache, plain, restore
 
     units = units or UnitCache(None, p)
-    params = MIAParams.from_dict(p)  # validated once; typed from here on
     split = load_split(params)
     jobs = plan_jobs(params)
     arch, width, epochs = params.arch, params.width, params.epochs

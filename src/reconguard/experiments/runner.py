@@ -132,7 +132,7 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
         return _run_accuracy(recipe, preset, p, typed, progress, device, cache)
     if recipe["kind"] == "mia":
         from .mia import run_mia
-        return run_mia(recipe, preset, p, progress, device, units=cache)
+        return run_mia(recipe, preset, p, typed, progress, device, units=cache)
     if recipe["kind"] == "instahide-attacks":
         from .instahide_attacks import AttackSuiteResult, run_attacks
         start = time.perf_counter()
@@ -155,11 +155,9 @@ def run_recipe(name_or_path: str | Path, preset: str = "cpu", *, progress: bool 
             if not setup.exact:
                 samples = setup.prior.sample(t.score_samples, generator=torch.Generator().manual_seed(t.seed + 3))
                 extras["score_quality"][name] = score_quality(setup.S, samples)
-            points += run_sweep(name, setup.prior, setup.in_shape, encoders, list(t.sigmas), score_fn=setup.score_fn,
-                                S=setup.S, exact_prior=setup.exact, labelled=setup.labelled, attacks=t.attacks,
-                                ks=t.ks, taus=t.taus, n_attack=t.n_attack, score_samples=t.score_samples, seed=t.seed,
-                                n_examples=t.n_examples, cfg=t, progress=bar, examples=examples,
-                                lpips=t.lpips or None, device=device, units=cache)
+            points += run_sweep(name, setup.prior, setup.in_shape, encoders, t, score_fn=setup.score_fn, S=setup.S,
+                                exact_prior=setup.exact, labelled=setup.labelled, progress=bar, examples=examples,
+                                device=device, units=cache)
     return SweepResult(recipe["name"], preset, recipe["title"], p, points, time.perf_counter() - start, examples,
                        extras)
 
@@ -175,8 +173,7 @@ def _run_accuracy(recipe: dict, preset: str, p: dict, t: AccuracyParams, progres
     methods = expand_methods(list(t.methods))
     start = time.perf_counter()
     with progress_bar(desc=recipe["name"], total=len(methods), unit="model", enabled=progress) as bar:
-        rows, n_train, n_test = run_accuracy(data, methods, epochs=t.epochs, T=t.T, own_floor=t.own_floor,
-                                             public=public_pool(t.public, data.shape), dp=t.dp, lr=t.lr, seed=t.seed,
-                                             device=device, progress=bar, units=cache)
+        rows, n_train, n_test = run_accuracy(data, methods, t, public=public_pool(t.public, data.shape), device=device,
+                                             progress=bar, units=cache)
     return AccuracyResult(recipe["name"], preset, recipe["title"], p, rows, time.perf_counter() - start, data.name,
                           n_train, n_test)

@@ -281,15 +281,15 @@ def _restore_unit(saved: dict, dataset: str, examples: dict | None) -> list:
 
 
 def run_sweep(dataset: str, prior: GaussianMixturePrior, in_shape: tuple[int, int, int], encoders: list[EncoderSpec],
-              sigmas, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True, labelled=None,
-              attacks=("mmse",), ks=(256,), taus=(0.0,), n_attack: int | dict = 64, score_samples: int = 20000,
-              seed: int = 0, n_examples: int = 8, cfg: SweepParams | None = None, progress=None,
-              examples: dict | None = None, lpips: dict | None = None, device=None, units=None) -> list[SweepPoint]:
-    """Sweep ``encoders`` × ``sigmas`` (× ``ks`` × ``taus``) on one prior; see the module docstring.
-
-    ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 32}``) adds the LPIPS
-    Ψ-bounds (Theorem 2 / Corollary 3, at ``taus[0]``) and each attack's LPIPS."""
-    cfg = dataclasses.replace(cfg or SweepParams(), seed=seed)
+              cfg: SweepParams | None = None, *, score_fn=None, S: torch.Tensor | None = None, exact_prior: bool = True,
+              labelled=None, progress=None, examples: dict | None = None, device=None, units=None) -> list[SweepPoint]:
+    """Sweep ``encoders`` × ``cfg.sigmas`` (× ``cfg.ks`` × ``cfg.taus``) on one prior; see the module docstring. The
+    recipe's typed settings ``cfg`` (``SweepParams``) come whole: its attacks, attacked samples, score samples,
+    seed, examples shown and ``lpips`` (``{"trunk_weights": path or None, "probes": 16, "n_inputs": 32}``: the
+    LPIPS Ψ-bounds, Theorem 2 / Corollary 3 at ``taus[0]``, and each attack's LPIPS)."""
+    cfg = cfg or SweepParams()
+    sigmas, attacks, ks, taus = list(cfg.sigmas), tuple(cfg.attacks), tuple(cfg.ks), tuple(cfg.taus)
+    n_attack, score_samples, seed, n_examples, lpips = cfg.n_attack, cfg.score_samples, cfg.seed, cfg.n_examples, cfg.lpips
     lp = None
     if lpips:
         from ..metrics import LPIPS
