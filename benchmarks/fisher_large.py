@@ -23,8 +23,7 @@ import textwrap
 
 ONE = textwrap.dedent('''
     import json, resource, sys, time, torch
-    from reconguard.bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_mse_bound,
-                                           lowrank_noiseless_bound)
+    from reconguard.bounds import StructuredScore, estimate_fisher_lowrank, mse_bound, noiseless_mse_bound
     from reconguard.encoders import SplitResNet18
     k, m, device = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     torch.set_num_threads(torch.get_num_threads())
@@ -36,8 +35,8 @@ ONE = textwrap.dedent('''
     f = estimate_fisher_lowrank(enc, x, k=k, device=device)
     t1 = time.perf_counter()
     S = StructuredScore.isotropic(1 / 0.2**2, f.d)
-    b1 = lowrank_mse_bound(f, S, 1e-3)
-    b0 = lowrank_noiseless_bound(f, S)
+    b1 = mse_bound(f, S, 1e-3)
+    b0 = noiseless_mse_bound(f, S)
     t2 = time.perf_counter()
     print(json.dumps({"k": k, "m": m, "n": f.n, "d": f.d, "rows_and_gram_s": t1 - t0, "bounds_s": t2 - t1,
                       "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,

@@ -17,8 +17,7 @@ import torch
 from torch import nn
 
 from reconguard.bounds import estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound
-from reconguard.bounds.lowrank import (StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
-                                       lowrank_mse_bound, lowrank_noiseless_bound)
+from reconguard.bounds.lowrank import StructuredScore, estimate_fisher_lowrank
 from reconguard.bounds.mse import ceiling
 
 
@@ -50,18 +49,18 @@ def test_lowrank_path_equals_the_dense_path(shape, m, k):
     for name, S in _scores(dense.d).items():
         Sd = S.dense()
         for sigma in (1e-3, 0.1):
-            a, b = mse_bound(dense, Sd, sigma), lowrank_mse_bound(low, S, sigma)
+            a, b = mse_bound(dense, Sd, sigma), mse_bound(low, S, sigma)
             assert b.kind == a.kind, (name, sigma)
             assert b.plugin == pytest.approx(a.plugin, rel=1e-8), (name, sigma)
             assert b.point == pytest.approx(a.point, rel=1e-8), (name, sigma)
             assert b.value == pytest.approx(a.value, rel=1e-8, abs=1e-14), (name, sigma)  # the jackknife too
-            assert lowrank_maeng_bound(low, S, sigma).value == pytest.approx(maeng_bound(dense, Sd, sigma).value,
+            assert maeng_bound(low, S, sigma).value == pytest.approx(maeng_bound(dense, Sd, sigma).value,
                                                                              rel=1e-8)
-        a, b = noiseless_mse_bound(dense, Sd, tau=0.0), lowrank_noiseless_bound(low, S, tau=0.0)
+        a, b = noiseless_mse_bound(dense, Sd, tau=0.0), noiseless_mse_bound(low, S, tau=0.0)
         assert b.plugin == pytest.approx(a.plugin, rel=1e-8, abs=1e-14), name
         assert b.value == pytest.approx(a.value, rel=1e-8, abs=1e-14) and b.kind == a.kind, name
         assert b.rank == a.rank
-        assert lowrank_ceiling(S).value == pytest.approx(ceiling(Sd).value, rel=1e-10)
+        assert ceiling(S).value == pytest.approx(ceiling(Sd).value, rel=1e-10)
 
 
 def test_conservative_structures_never_raise_the_bound():
@@ -75,15 +74,15 @@ def test_conservative_structures_never_raise_the_bound():
     S = A @ A.T / 36 + 5 * torch.eye(36, dtype=torch.float64)
     for structured in (StructuredScore.isotropic_from(S), StructuredScore.diagonal_from(S)):
         for sigma in (1e-3, 0.1):
-            assert lowrank_mse_bound(low, structured, sigma).value <= mse_bound(dense, S, sigma).value * (1 + 1e-9)
-        assert lowrank_noiseless_bound(low, structured).value <= noiseless_mse_bound(dense, S, 0.0).value + 1e-15
+            assert mse_bound(low, structured, sigma).value <= mse_bound(dense, S, sigma).value * (1 + 1e-9)
+        assert noiseless_mse_bound(low, structured).value <= noiseless_mse_bound(dense, S, 0.0).value + 1e-15
 
 
 _LARGE = textwrap.dedent('''
     import resource, sys, json
     import numpy as np, torch
     from torch import nn
-    from reconguard.bounds.lowrank import StructuredScore, estimate_fisher_lowrank, lowrank_mse_bound, lowrank_noiseless_bound
+    from reconguard.bounds import StructuredScore, estimate_fisher_lowrank, mse_bound, noiseless_mse_bound
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 5, stride=4, padding=2), nn.GELU(), nn.Conv2d(4, 1, 5, stride=4, padding=2),
                         nn.Flatten(), nn.Linear(64, 16)).double().eval()
@@ -97,21 +96,21 @@ _LARGE = textwrap.dedent('''
     out = {"n": f.n, "rank": int((lam > d * 2.2e-16 * lam.max()).sum())}
     s, sigma = 25.0, 1e-2
     iso = StructuredScore.isotropic(s, d)
-    out["iso"] = [lowrank_mse_bound(f, iso, sigma).plugin,
+    out["iso"] = [mse_bound(f, iso, sigma).plugin,
                   (np.sum(1 / (lam / sigma**2 + s)) + (d - len(lam)) / s) / d]
-    out["iso0"] = [lowrank_noiseless_bound(f, iso).plugin, (d - out["rank"]) / s / d]
+    out["iso0"] = [noiseless_mse_bound(f, iso).plugin, (d - out["rank"]) / s / d]
     diag = 5.0 + 20.0 * np.random.default_rng(0).random(d)
     D = StructuredScore.diagonal(torch.from_numpy(diag))
     C = k * 0 + sigma**2 * np.eye(J.shape[0]) + (J / diag) @ J.T      # Woodbury, independently in numpy
     corr = np.trace(np.linalg.solve(C, (J / diag**2) @ J.T))
-    out["diag"] = [lowrank_mse_bound(f, D, sigma).plugin, (np.sum(1 / diag) - corr) / d]
+    out["diag"] = [mse_bound(f, D, sigma).plugin, (np.sum(1 / diag) - corr) / d]
     # one bound API: estimate_fisher chooses the low-rank representation at this size, mse_bound takes a scalar S
     from reconguard.bounds import estimate_fisher, maeng_bound, mse_bound, noiseless_mse_bound
     from reconguard.bounds.lowrank import LowRankFisher
     auto = estimate_fisher(net, x, k=k, groups=4)
     out["auto_lowrank"] = isinstance(auto, LowRankFisher)
-    out["api"] = [[mse_bound(auto, s, sigma).value, lowrank_mse_bound(f, iso, sigma).value],
-                  [noiseless_mse_bound(auto, s).value, lowrank_noiseless_bound(f, iso).value],
+    out["api"] = [[mse_bound(auto, s, sigma).value, mse_bound(f, iso, sigma).value],
+                  [noiseless_mse_bound(auto, s).value, noiseless_mse_bound(f, iso).value],
                   [maeng_bound(auto, s, sigma).point, d / (float(lam.sum()) / sigma**2 + s * d)]]
     out["peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(json.dumps(out))
@@ -144,8 +143,8 @@ def test_jacobian_rows_streamed_through_a_file_give_the_same_bounds(tmp_path):
     assert not isinstance(disk.B, torch.Tensor) and len(list(tmp_path.glob("*.npy"))) == 1
     S = _scores(mem.d)["diagonal+lowrank"]
     for sigma in (0.0, 1e-2):
-        a = lowrank_mse_bound(mem, S, sigma) if sigma else lowrank_noiseless_bound(mem, S)
-        b = lowrank_mse_bound(disk, S, sigma) if sigma else lowrank_noiseless_bound(disk, S)
+        a = mse_bound(mem, S, sigma) if sigma else noiseless_mse_bound(mem, S)
+        b = mse_bound(disk, S, sigma) if sigma else noiseless_mse_bound(disk, S)
         assert b.value == pytest.approx(a.value, rel=1e-10)
 
 

@@ -18,8 +18,7 @@ import torch
 from torch import nn
 
 from reconguard.bounds import (StructuredScore, estimate_fisher, estimate_fisher_lowrank, estimate_score_matrix,
-                               lowrank_maeng_bound, lowrank_mse_bound, lowrank_noiseless_bound, maeng_bound, mse_bound,
-                               noiseless_mse_bound, noiseless_psi_bound, psi_bound, psi_terms, split_range_null)
+                               maeng_bound, mse_bound, noiseless_mse_bound, noiseless_psi_bound, psi_bound, psi_terms, split_range_null)
 from reconguard.data import gaussian_prior
 
 D, M, ETA = 64, 2, 0.2
@@ -125,7 +124,7 @@ def test_saturation_is_reported_with_its_curve_and_unchecked_without_held_out_in
     low = estimate_fisher_lowrank(net, data, k=24, groups=8)
     assert low.saturation.status == "not saturated"
     assert low.saturation.unseen_share == pytest.approx(sat.unseen_share, rel=1e-8)
-    assert lowrank_noiseless_bound(low, StructuredScore.isotropic(1 / ETA**2, D)).value == 0.0
+    assert noiseless_mse_bound(low, StructuredScore.isotropic(1 / ETA**2, D)).value == 0.0
 
 
 def _three_decades(d: int = 64, m: int = 40) -> nn.Linear:
@@ -156,8 +155,8 @@ def test_every_public_bound_with_its_defaults_stays_below_the_bayes_mmse():
     reported = {
         "noiseless_mse_bound": noiseless_mse_bound(F, Sm).value,
         "maeng_bound(σ=0)": maeng_bound(F, Sm, 0.0).value,
-        "lowrank_noiseless_bound": lowrank_noiseless_bound(low, iso).value,
-        "lowrank_maeng_bound(σ=0)": lowrank_maeng_bound(low, iso, 0.0).value,
+        "lowrank_noiseless_bound": noiseless_mse_bound(low, iso).value,
+        "lowrank_maeng_bound(σ=0)": maeng_bound(low, iso, 0.0).value,
         "noiseless_psi_bound / d": noiseless_psi_bound(F, identity, x.double(), prior.score).value / d,
         "psi_terms().bound(0) / d": psi_terms(F, identity, x.double(), prior.score).bound(0.0).value / d,
     }
@@ -175,7 +174,7 @@ def test_every_public_bound_with_its_defaults_stays_below_the_bayes_mmse():
     for sigma in (1e-3, 1e-1):
         C = J @ cov @ J.T + sigma**2 * torch.eye(m, dtype=torch.float64)
         mmse = float(torch.trace(cov - cov @ J.T @ torch.linalg.inv(C) @ J @ cov)) / d
-        for b in (mse_bound(F, Sm, sigma), lowrank_mse_bound(low, iso, sigma),
+        for b in (mse_bound(F, Sm, sigma), mse_bound(low, iso, sigma),
                   psi_bound(F, identity, x.double(), prior.score, sigma)):
             value = b.value / (d if b.name == "psi" else 1)
             assert value <= mmse * (1 + 1e-6) + slack, (b.name, sigma, value, mmse)

@@ -1,8 +1,11 @@
-"""Reconstruction lower bounds from the encoder's spectral geometry (spectral-bounds paper)."""
+"""Reconstruction lower bounds from the encoder's spectral geometry (spectral-bounds paper).
+
+One API: ``estimate_fisher`` returns the representation of E[G] that fits (dense, or low-rank beyond memory;
+``representation=`` overrides) and ``mse_bound``, ``noiseless_mse_bound``, ``maeng_bound``, ``ceiling`` and the
+Ψ-bounds take either, with a scalar, diagonal, structured or dense S (the low-rank arithmetic lives in ``lowrank``)."""
 
 from .fisher import FisherEstimate, RangeNullSplit, estimate_fisher, split_range_null
-from .lowrank import (LowRankFisher, StructuredScore, estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound,
-                      lowrank_mse_bound, lowrank_noiseless_bound)
+from .lowrank import LowRankFisher, StructuredScore, estimate_fisher_lowrank
 from .mse import Bound, ceiling, maeng_bound, mse_bound, noiseless_mse_bound, rtc
 from .psi import PsiTerms, noiseless_psi_bound, psi_bound, psi_terms
 from .sampling import DEFAULT_LEVEL, Jackknife, block_jackknife
@@ -13,5 +16,5 @@ __all__ = [
     "maeng_bound", "mse_bound", "noiseless_mse_bound", "rtc", "PsiTerms", "psi_terms", "psi_bound",
     "noiseless_psi_bound", "ScoreQuality", "ScoreMatrix", "score_matrix", "estimate_score_matrix", "score_quality",
     "ddpm_score", "ddpm_timestep", "DEFAULT_LEVEL", "Jackknife", "block_jackknife", "LowRankFisher", "StructuredScore",
-    "estimate_fisher_lowrank", "lowrank_mse_bound", "lowrank_noiseless_bound", "lowrank_maeng_bound", "lowrank_ceiling",
+    "estimate_fisher_lowrank",
 ]

@@ -137,18 +137,18 @@ def lowrank_rows(enc, data, S, sigmas, k: int, m: int, tau: float = 0.0, seed: i
     they would not fit in memory (removed before returning)."""
     import tempfile
 
-    from ..bounds.lowrank import (estimate_fisher_lowrank, lowrank_ceiling, lowrank_maeng_bound, lowrank_mse_bound,
-                                  lowrank_noiseless_bound)
+    from ..bounds import ceiling, maeng_bound, mse_bound, noiseless_mse_bound
+    from ..bounds.lowrank import estimate_fisher_lowrank
 
     store = (tempfile.mkdtemp(prefix=".reconguard-rows-", suffix=".tmp")
              if stream_rows(int(data[0].numel()), data.shape[0] * m) else None)
     try:
         f = estimate_fisher_lowrank(enc, data.float(), k=k, seed=seed, device=device, progress=progress, store=store)
-        top = lowrank_ceiling(S)
+        top = ceiling(S)
         rows = []
         for sigma in sigmas:  # while the rows (in memory or a file) are at hand
-            b = lowrank_mse_bound(f, S, sigma) if sigma > 0 else lowrank_noiseless_bound(f, S, tau)
-            rows.append(row_from(b, lowrank_maeng_bound(f, S, sigma), top, sigma, tau, f.m))
+            b = mse_bound(f, S, sigma) if sigma > 0 else noiseless_mse_bound(f, S, tau)
+            rows.append(row_from(b, maeng_bound(f, S, sigma), top, sigma, tau, f.m))
         return f, rows, store is not None
     finally:
         if store is not None:
