@@ -79,7 +79,7 @@ def one(a, n: int, T: int) -> dict:
             net.fit(scheme, d.images[own])
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
-                          progress=a.progress).run(
+                          phase_starts=a.phase_starts, progress=a.progress).run(
             enc, None if a.label_free else labels, d.images[own], noise_images=noise, similarity=similarity)
         seconds = time.perf_counter() - start
         s = score_challenge(r.images, Path(tmp) / "t")
@@ -88,7 +88,8 @@ def one(a, n: int, T: int) -> dict:
     return {"data": a.data, "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
             "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
-            "search": r.search, "restarts": len(r.restarts), "similarity_steps": a.similarity_steps if a.label_free else 0,
+            "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
+            "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "matched_ssim": round(s.matched_ssim, 3), "baseline_identified": s.baseline.identified,
             "baseline_ssim": round(s.baseline.matched_ssim, 3), "nonmembers": s.n_nonmembers}
@@ -108,6 +109,8 @@ def main():
     ap.add_argument("--public-normalize", choices=["private", "own"], default="own")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
+    ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "
+                    "(0: the amplitude descent; default: the attack's own)")
     ap.add_argument("--label-free", action="store_true")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")

@@ -224,7 +224,8 @@ class CarliniAttack(Attack):
         model's error. Direct: the phase step, or ``steps`` (default ``direct_steps``) from ``X`` (or the prior mean)."""
         if r.solver == "direct" and self.phase_starts:  # per-pixel phase retrieval (carlini_phase)
             cold = X is None  # unclamped: the box is only the attacker's estimate of the owner's normalisation
-            return phase_step(A, B, X, r.noise, self.phase_starts if cold else 3, 150 if cold else 100, seed=self.seed)
+            return phase_step(A, B, X, r.noise, self.phase_starts if cold else 3, 150 if cold else 100, seed=self.seed,
+                              tol=0.01)
         if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
             X = self._descend(r, X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]

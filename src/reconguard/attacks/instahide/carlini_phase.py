@@ -30,10 +30,11 @@ from .carlini_model import link
 
 
 def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(None, None), starts: int = 5,
-               steps: int = 150, lr: float = 0.05, seed: int = 0) -> torch.Tensor:
+               steps: int = 150, lr: float = 0.05, seed: int = 0, tol: float = 0.0, check: int = 10) -> torch.Tensor:
     """X (n×d, B's dtype) from the rows ``A`` (N×n) and ``B = |x̃|`` (N×d): ``starts`` starts per pixel (``X`` first
     when given), ``steps`` Adam steps of size ``lr`` × the encryptions' RMS on the intensity error, the best start
-    per pixel by the amplitude error under ``noise`` = (μ, v) (cross mode; (None, None) inside)."""
+    per pixel by the amplitude error under ``noise`` = (μ, v) (cross mode; (None, None) inside); with ``tol`` > 0 it
+    stops early once the intensity error fell by less than that share over ``check`` steps."""
     n, d = A.shape[1], B.shape[1]
     g = torch.Generator().manual_seed(seed)
     scale = float(B.pow(2).mean().sqrt()) or 1.0
@@ -47,13 +48,19 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
     shift = None if mu is None else rest * mu.to(torch.float32).repeat(K)
     spread = None if mu is None else rest ** 2 * var.to(torch.float32).repeat(K)
     m, v = torch.zeros_like(Z), torch.zeros_like(Z)
-    b1, b2, step = 0.9, 0.999, lr * scale
+    b1, b2, step, last = 0.9, 0.999, lr * scale, None
     for t in range(1, int(steps) + 1):
         U = A32 @ Z
         if shift is not None:
             U += shift
         inten = U * U if spread is None else U * U + spread
-        grad = A32.T @ (4.0 * (inten - B2) * U)      # d/dZ Σ (link² − b²)², link² = (AZ + rμ)² + r²v
+        gap = inten - B2
+        if t % check == 0:  # stop on a plateau: the intensity error fell by less than ``tol`` over ``check`` steps
+            loss = float(gap.pow(2).sum())
+            if last is not None and last - loss <= tol * last:
+                break
+            last = loss
+        grad = A32.T @ (4.0 * gap * U)      # d/dZ Σ (link² − b²)², link² = (AZ + rμ)² + r²v
         m.mul_(b1).add_(grad, alpha=1 - b1)
         v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         Z -= step * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + 1e-8)
