@@ -119,9 +119,25 @@ def test_every_public_class_with_run_is_an_attack():
     assert len(ATTACKS) >= 14
 
 
-@pytest.mark.parametrize("name", sorted(n for n, c in ATTACKS.items() if c is not None))
-def test_attack_runs_the_same_way(name):
-    cls = ATTACKS[name]
+def test_the_registry_lists_every_attack_once_with_what_it_observes():
+    """Built from ``attacks.registry.ATTACKS``: the attacks found by walking the package are exactly the registered
+    ones, each with an observation type of ``reconguard.observations``."""
+    import reconguard.observations as observations
+    from reconguard.attacks.registry import ATTACKS as REGISTRY
+
+    classes = [e.cls for e in REGISTRY.values()]
+    assert len(classes) == len(set(classes))
+    assert {c.__name__ for c in classes} == {n for n, c in ATTACKS.items() if c is not None}
+    for name, e in REGISTRY.items():
+        assert getattr(observations, e.observes.__name__) is e.observes, name
+
+
+@pytest.mark.parametrize("registered", sorted(__import__("reconguard.attacks.registry", fromlist=["ATTACKS"]).ATTACKS))
+def test_attack_runs_the_same_way(registered):
+    from reconguard.attacks.registry import ATTACKS as REGISTRY
+
+    cls = REGISTRY[registered].cls
+    name = cls.__name__
     assert cls.name != Attack.name, f"{name} has no name"
     doc = inspect.getdoc(cls) or ""
     assert len(doc) > 40, f"{name} has no docstring"

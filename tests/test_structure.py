@@ -148,3 +148,17 @@ def test_lpips_heads_found_through_package_data_or_a_clear_error(tmp_path, monke
     monkeypatch.setattr(lp, "HEADS_PACKAGE", "reconguard.no_such_package")
     with pytest.raises(DataFileNotFoundError, match="lpips_models/vgg.pth"):
         lp.LPIPS()
+
+
+def test_no_function_over_80_lines_in_attacks_and_experiments():
+    """Issue 33: every function (and method) in ``attacks/`` and ``experiments/`` fits on a screen."""
+    root = pathlib.Path(__file__).resolve().parents[1] / "src" / "reconguard"
+    long = []
+    for folder in ("attacks", "experiments"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 80:
+                        long.append(f"{path.relative_to(root)}:{node.name} ({lines} lines)")
+    assert not long, long
