@@ -104,7 +104,7 @@ def attack_challenge(ch: Challenge, method: str, public: torch.Tensor, *, label_
     start = time.perf_counter()
     obs = EncryptedRelease.from_challenge(ch, label_free=label_free)
     pool_images = noise = None
-    if ch.mode == "cross" and method == "carlini":
+    if ch.mode == "cross" and (method == "carlini" or options.get("demask")):  # the scheme's public part, modelled
         pool_images = public_pool(pool, tuple(ch.encryptions.shape[1:]))
         idx = torch.arange(min(len(pool_images), 2000))
         noise = pool_images.get(idx) if hasattr(pool_images, "get") else pool_images[:2000]
