@@ -30,24 +30,46 @@ from pathlib import Path
 import numpy as np
 import torch
 
-OWN_IMAGES = 300  # the attacker's digits (disjoint from the challenge and its gallery)
+OWN_IMAGES = 300  # the attacker's images (disjoint from the challenge and its gallery)
+# Cross mode: the encryptor's public pool and the attacker's noise images come from disjoint photographs, and for
+# --data photos neither from the private photographs (split "a"): the attacker's own and noise images are crops of
+# ATTACKER_PHOTOS, the encryptor's public pool of ENCRYPTOR_PHOTOS (split "b" halved).
+ENCRYPTOR_PHOTOS = ("stereo_motorcycle", "retina", "camera", "coins")
+ATTACKER_PHOTOS = ("grass", "gravel", "brick", "clock", "moon")
 
 
 def _data(a):
-    """The private images and their labels: digits, or (``--data photos``) RGB crops of scikit-image's photographs
-    (split "a", ten random labels) — the offline stand-in for CIFAR-10 — the attacker's own taken from the disjoint
-    photographs of split "b" (appended last, where ``one`` takes them)."""
+    """``(private images, their labels, the attacker's own images, encryptor's public pool, attacker's noise
+    images)``: digits (``--size``: resized), Fashion-MNIST (training images private, the attacker's from the test
+    split) or (``--data photos``) RGB crops of scikit-image's photographs (split "a", ten random labels) — the offline
+    stand-in for CIFAR-10 — the attacker's own from other photographs. The pools are None inside."""
     from reconguard.data import load_digits
-    if a.data == "digits":
-        return load_digits(a.size)
-    from types import SimpleNamespace
     from reconguard.data.photos import PHOTO_SPLITS, photo_crops
     rng = np.random.default_rng(a.seed)
-    private = photo_crops(3000, a.size, 3, seed=a.seed, photos=PHOTO_SPLITS["a"])
-    own = photo_crops(OWN_IMAGES, a.size, 3, seed=a.seed + 1, photos=PHOTO_SPLITS["b"])
-    images = torch.as_tensor(np.concatenate([private, own]), dtype=torch.float32)
-    labels = torch.as_tensor(np.concatenate([rng.integers(0, 10, len(private)), rng.integers(0, 10, len(own))]))
-    return SimpleNamespace(images=images, labels=labels)
+    if a.data == "photos":
+        images = torch.as_tensor(photo_crops(3000, a.size, 3, seed=a.seed, photos=PHOTO_SPLITS["a"]), dtype=torch.float32)
+        labels = torch.as_tensor(rng.integers(0, 10, len(images)))
+        own = torch.as_tensor(photo_crops(OWN_IMAGES, a.size, 3, seed=a.seed + 1, photos=ATTACKER_PHOTOS),
+                              dtype=torch.float32)
+        pools = (ENCRYPTOR_PHOTOS, ATTACKER_PHOTOS)
+    elif a.data == "fashion":
+        from reconguard.data import load_fashion_mnist
+        train, test = load_fashion_mnist(split="train"), load_fashion_mnist(split="test")
+        pick = torch.as_tensor(rng.choice(len(train.images), 5000, replace=False))
+        images, labels = train.images[pick], train.labels[pick]
+        own = test.images[torch.as_tensor(rng.choice(len(test.images), OWN_IMAGES, replace=False))]
+        pools = (PHOTO_SPLITS["a"], PHOTO_SPLITS["b"])
+    else:
+        d = load_digits(a.size)
+        perm = torch.randperm(len(d.images), generator=torch.Generator().manual_seed(a.seed))
+        images, labels, own = d.images[perm[:-OWN_IMAGES]], d.labels[perm[:-OWN_IMAGES]], d.images[perm[-OWN_IMAGES:]]
+        pools = (PHOTO_SPLITS["a"], PHOTO_SPLITS["b"])
+    if a.mode != "cross":
+        return images, labels, own, None, None
+    c, size = images.shape[1], images.shape[-1]
+    public, noise = (torch.as_tensor(photo_crops(2000, size, c, seed=a.seed + 2 + i, photos=p), dtype=torch.float32)
+                     for i, p in enumerate(pools))
+    return images, labels, own, public, noise
 
 
 def one(a, n: int, T: int) -> dict:
@@ -55,44 +77,44 @@ def one(a, n: int, T: int) -> dict:
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
 
-    pool = noise = None
-    d = _data(a)
-    if a.mode == "cross":
-        from reconguard.experiments.instahide import public_pool
-        pool = public_pool("samples", tuple(d.images.shape[1:]))
-        noise = pool.get(torch.arange(min(len(pool), 2000)))
+    images, labels_all, own, pool, noise = _data(a)
     scheme = InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=pool, public_normalize=a.public_normalize)
-    if a.data == "digits":
-        perm = torch.randperm(len(d.images), generator=torch.Generator().manual_seed(a.seed))
-        challenge, own = perm[:-OWN_IMAGES], perm[-OWN_IMAGES:]
-    else:  # the attacker's photographs are not the private ones'
-        challenge, own = torch.arange(len(d.images) - OWN_IMAGES), torch.arange(len(d.images) - OWN_IMAGES, len(d.images))
     with tempfile.TemporaryDirectory() as tmp:
-        make_challenge(scheme, d.images[challenge], d.labels[challenge], n, T, Path(tmp) / "c", Path(tmp) / "t",
-                       seed=a.seed + n + T)
+        make_challenge(scheme, images, labels_all, n, T, Path(tmp) / "c", Path(tmp) / "t", seed=a.seed + n + T)
         enc, labels = np.load(Path(tmp) / "c" / "encryptions.npy"), np.load(Path(tmp) / "c" / "labels.npy")
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), time.process_time()
         similarity = None
-        if a.label_free and a.similarity_steps:  # the attacker's similarity network, trained on its own digits encrypted the same way
+        if a.label_free and a.similarity_steps:  # the attacker's similarity network, trained on its own images encrypted the same way
             from reconguard.attacks.instahide import SimilarityNetwork
-            net = SimilarityNetwork(d.images.shape[1], steps=a.similarity_steps, seed=a.seed, progress=a.progress)
-            net.fit(scheme, d.images[own])
+            net = SimilarityNetwork(images.shape[1], steps=a.similarity_steps, seed=a.seed, progress=a.progress)
+            net.fit(scheme, own)
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
-                          phase_starts=a.phase_starts, progress=a.progress).run(
-            enc, None if a.label_free else labels, d.images[own], noise_images=noise, similarity=similarity)
-        seconds = time.perf_counter() - start
+                          phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, progress=a.progress).run(
+            enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
-    cpu = resource.getrusage(resource.RUSAGE_SELF)
-    return {"data": a.data, "cpu_seconds": round(cpu.ru_utime + cpu.ru_stime, 1), "n": n, "T": T, "nT": n * T,
+    return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
             "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
-            "similarity_steps": a.similarity_steps if a.label_free else 0,
+            "search_pixels": a.search_pixels, "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
-            "matched_ssim": round(s.matched_ssim, 3), "baseline_identified": s.baseline.identified,
+            "identified_plain": s.identified_plain, "matched_ssim": round(s.matched_ssim, 3),
+            "baseline_identified": s.baseline.identified, "baseline_identified_plain": s.baseline.identified_plain,
             "baseline_ssim": round(s.baseline.matched_ssim, 3), "nonmembers": s.n_nonmembers}
+
+
+def _summary(rows: list) -> dict:
+    """Mean and worst over the fresh challenges of one configuration."""
+    out = {"challenges": len(rows)}
+    for key in ("identified", "identified_plain", "matched_ssim", "baseline_identified", "baseline_identified_plain",
+                "baseline_ssim", "attack_cpu_seconds", "seconds", "peak_gib"):
+        vals = [r[key] for r in rows]
+        worst = max(vals) if key in ("attack_cpu_seconds", "seconds", "peak_gib") or key.startswith("baseline") else min(vals)
+        out[key] = {"mean": round(float(np.mean(vals)), 3), "worst": round(float(worst), 3)}
+    return out
 
 
 def main():
@@ -101,9 +123,12 @@ def main():
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--T", type=int, default=None)
     ap.add_argument("--size", type=int, default=28, help="image side in pixels (8: the raw digits)")
-    ap.add_argument("--data", choices=["digits", "photos"], default="digits",
-                    help="photos: RGB crops of scikit-image's photographs, the attacker's own from other photographs")
+    ap.add_argument("--data", choices=["digits", "fashion", "photos"], default="digits",
+                    help="fashion: Fashion-MNIST (Debian's dataset-fashion-mnist); photos: RGB crops of scikit-image's "
+                    "photographs, the attacker's own from other photographs")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=1, help="fresh challenges per size (seeds seed, seed+1, …): the "
+                    "row is their mean and worst")
     ap.add_argument("--mode", choices=["inside", "cross"], default="inside")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--public-normalize", choices=["private", "own"], default="own")
@@ -111,30 +136,44 @@ def main():
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "
                     "(0: the amplitude descent; default: the attack's own)")
+    ap.add_argument("--search-pixels", type=int, default=1024, help="the assignment search's random pixel subset "
+                    "(0: every pixel)")
     ap.add_argument("--label-free", action="store_true")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")
     ap.add_argument("--progress", action="store_true")
-    ap.add_argument("--json", default=None, help="append one JSON line per size here")
+    ap.add_argument("--json", default=None, help="append one JSON line per challenge, and one summary per size, here")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one size in this process
     a = ap.parse_args()
     if a.one:
         print(json.dumps(one(a, *(int(v) for v in a.one.split("x")))))
         return
     sizes = a.sizes or ([f"{a.n}x{a.T}"] if a.n and a.T else ["20x50", "50x50", "100x50"])
-    print(f"{'n':>4s} {'T':>4s} {'n·T':>6s} {'solver':>6s} {'seconds':>8s} {'peak GiB':>8s} {'identified':>10s} "
-          f"{'1-1 SSIM':>9s} {'baseline id.':>12s} {'baseline SSIM':>13s}", flush=True)
+    print(f"{'n':>4s} {'T':>4s} {'seed':>4s} {'CPU s':>7s} {'wall s':>7s} {'peak GiB':>8s} {'ident.':>6s} {'plain':>6s} "
+          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}", flush=True)
+    args = [v for i, v in enumerate(sys.argv[1:]) if v != "--seeds" and (i == 0 or sys.argv[i] != "--seeds")]
     for size in sizes:
-        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--one", size], capture_output=True, text=True)
-        if out.returncode:
-            sys.exit(f"{size}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
-        row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{row['n']:4d} {row['T']:4d} {row['nT']:6d} {row['solver']:>6s} {row['seconds']:8.1f} {row['peak_gib']:8.2f} "
-              f"{row['identified']:10.2f} {row['matched_ssim']:9.3f} {row['baseline_identified']:12.2f} "
-              f"{row['baseline_ssim']:13.3f}", flush=True)
+        rows = []
+        for seed in range(a.seed, a.seed + a.seeds):
+            out = subprocess.run([sys.executable, __file__, *args, "--seed", str(seed), "--one", size],
+                                 capture_output=True, text=True)
+            if out.returncode:
+                sys.exit(f"{size}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(f"{row['n']:4d} {row['T']:4d} {seed:4d} {row['attack_cpu_seconds']:7.0f} {row['seconds']:7.1f} "
+                  f"{row['peak_gib']:8.2f} {row['identified']:6.2f} {row['identified_plain']:6.2f} "
+                  f"{row['matched_ssim']:6.3f} {row['baseline_identified']:9.2f} {row['baseline_ssim']:10.3f}", flush=True)
+            if a.json:
+                with open(a.json, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(row) + "\n")
+        summary = _summary(rows)
+        print("mean / worst: " + ", ".join(f"{k} {v['mean']} / {v['worst']}" for k, v in summary.items()
+                                           if isinstance(v, dict)), flush=True)
         if a.json:
             with open(a.json, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
+                fh.write(json.dumps({"summary": True, **{k: v for k, v in rows[0].items() if k in (
+                    "data", "n", "T", "k", "mode", "size", "labels", "public_normalize", "search_pixels")}, **summary}) + "\n")
 
 
 if __name__ == "__main__":

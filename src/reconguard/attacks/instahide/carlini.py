@@ -91,16 +91,17 @@ from dataclasses import dataclass
 import torch
 
 from ...checks import check_positive_int
-from ...errors import ParameterError, ShapeError, UnknownOptionError
+from ...errors import ParameterError, UnknownOptionError
 from ..base import Attack
 from ...results import Result
 from ...progress import progress
 from .carlini_local import LocalOptions, labelled_options
 from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
                             split_overloaded)
-from .carlini_options import Options, RowGrid, class_members
+from .carlini_options import Options, RowGrid, carlini_inputs, class_members
 from .carlini_phase import phase_step
 from .carlini_signs import orient_by_prior
+from .carlini_start import cluster_start
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -137,6 +138,11 @@ class _Run:
         """The model of |x̃| (``carlini_model.predict``) with this run's public-noise statistics."""
         return predict(A, X, *self.noise)
 
+    def on(self, pixels: torch.Tensor, metric) -> _Run:
+        """This run restricted to ``pixels`` (the search's subset), with that subset's ``metric``."""
+        return _Run(self.solver, tuple(b[pixels] for b in self.box),
+                    tuple(None if v is None else v[pixels] for v in self.noise), metric)
+
 
 class CarliniAttack(Attack):
     name = "carlini"
@@ -146,7 +152,9 @@ class CarliniAttack(Attack):
                  seed: int = 0, mode: str = "inside", refine_steps: int | None = None, final_refine_steps: int = 300,
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
-                 sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None, progress: bool = False):
+                 sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
+                 search_pixels: int | None = 1024, cluster_start: bool = True, phase_polish: int = 50,
+                 progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -185,6 +193,8 @@ class CarliniAttack(Attack):
         if int(phase_starts) < 0:
             raise ParameterError(f"phase_starts must be ≥ 0 (0: the amplitude descent alone), got {phase_starts}.")
         self.phase_starts = int(phase_starts)
+        self.cluster_start, self.phase_polish = bool(cluster_start), int(phase_polish)
+        self.search_pixels = None if search_pixels is None else check_positive_int(search_pixels, "search_pixels")
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
         self.normalize = normalize
@@ -225,7 +235,7 @@ class CarliniAttack(Attack):
         if r.solver == "direct" and self.phase_starts:  # per-pixel phase retrieval (carlini_phase)
             cold = X is None  # unclamped: the box is only the attacker's estimate of the owner's normalisation
             return phase_step(A, B, X, r.noise, self.phase_starts if cold else 3, 150 if cold else 100, seed=self.seed,
-                              tol=0.01)
+                              tol=0.01, polish=self.phase_polish)
         if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
             X = self._descend(r, X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
@@ -281,7 +291,7 @@ class CarliniAttack(Attack):
         from ...encoders.instahide import InstaHide
 
         start = time.perf_counter()
-        E, public, noise, similarity = self._inputs(encryptions, public, noise_images, similarity)
+        E, public, noise, similarity = carlini_inputs(encryptions, public, noise_images, similarity, self.n)
         N = E.shape[0]
         if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
             raw = torch.as_tensor(labels)
@@ -308,16 +318,24 @@ class CarliniAttack(Attack):
         std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
         mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
         box, chosen = (-mean_t / std_t, (1 - mean_t) / std_t), None  # images in [0, 1], normalised
-        r = _Run(solver, box)
+        r = s = _Run(solver, box)
+        pixels = None  # the search on a random subset of pixels: |·| acts per pixel, so the subset's fit is exact
+        if self.search_pixels is not None and B.shape[1] > self.search_pixels:
+            pixels = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(self.seed))[:self.search_pixels]
+            pixels = pixels.sort().values
         if self.mode == "cross":
             chosen, noise_model, metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
                                                       self.public_normalization, self.noise_rank, self.seed,
-                                                      self.normalize)
-            r = _Run(solver, box, noise_model, metric)
-        opts = self._options(labels, members, n_hat, N, B.shape[1], similarity)
-        best, history, searched = self._search(r, opts, B, prior, classes, n_hat, N, similarity)
-        A = best[1]
-        X = self._solve(r, A, B, prior, best[2], steps=max(self.refine_steps, self.final_refine_steps))
+                                                      self.normalize, pixels)
+            r = s = _Run(solver, box, noise_model, metric)
+        if pixels is not None:
+            r, s = _Run(solver, box, r.noise), r.on(pixels, r.metric)
+        Bs, prior_s = (B, prior) if pixels is None else (B[:, pixels], prior[pixels])
+        opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
+        best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
+        A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
+        X = self._solve(r, A, B, prior, best[2] if pixels is None else None,
+                        steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(r, A, X, B)
         if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs) — except in cross
@@ -331,27 +349,6 @@ class CarliniAttack(Attack):
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
                              solver, chosen, searched)
 
-    def _inputs(self, encryptions, public, noise_images, similarity):
-        """The run's inputs as float tensors, their shapes checked against each other."""
-        E = torch.as_tensor(encryptions, dtype=torch.float64)
-        if E.ndim != 4:
-            raise ShapeError(f"encryptions must be N×C×H×W, got shape {tuple(E.shape)}.")
-        N = E.shape[0]
-        if self.n is None:
-            raise ParameterError("give n (the number of private images): the class counts are its share of the "
-                                 "label mass, and without labels it is the number of images to recover.")
-        public = torch.as_tensor(public, dtype=torch.float32)
-        if tuple(public.shape[1:]) != tuple(E.shape[1:]):
-            raise ShapeError(f"public images {tuple(public.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
-        noise = public if noise_images is None else torch.as_tensor(noise_images, dtype=torch.float32)
-        if tuple(noise.shape[1:]) != tuple(E.shape[1:]):
-            raise ShapeError(f"noise_images {tuple(noise.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
-        if similarity is not None:
-            similarity = torch.as_tensor(similarity, dtype=torch.float64)
-            if similarity.shape != (N, N):
-                raise ShapeError(f"similarity must be N×N = {N}×{N}, got {tuple(similarity.shape)}.")
-        return E, public, noise, similarity
-
     def _options(self, labels, members, n_hat: int, N: int, d: int, similarity):
         """Each encryption's candidate rows: label-consistent (every one, or the local search's components), or
         label-free (the shared grid, or each encryption's likeliest images from the similarity scores)."""
@@ -364,7 +361,7 @@ class CarliniAttack(Attack):
             return Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
         return labelled_options(self.grid, labels, members, n_hat, N, self.k, self.search, self.max_options)
 
-    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, similarity):
+    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, similarity, labels=None):
         """``(best, history, search)``: the alternation from every start (random, annealed, the similarity
         clustering's), the lowest residual kept as ``(residual, A, X)``."""
         from .similarity import cluster_encryptions
@@ -380,12 +377,16 @@ class CarliniAttack(Attack):
                                  "give no similarity= (or search='exhaustive' with max_options raised).")
         tol = 2.5e-3 if direct else 1e-9  # the direct X-step is a few Adam steps: stop at a small relative gain
         starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if similarity is not None else [])
+        if labels is not None and self.cluster_start:  # the labelled clustering takes the first random start's place
+            starts = ["cluster"] + starts[1:]
         g = torch.Generator().manual_seed(self.seed)
         best, history = None, []
         for kind in progress(starts, "carlini restarts", enabled=self.progress):
             A = opts.random(g)
             if kind == "anneal":
                 A = self._anneal(r, A, opts, B, prior)
+            elif kind == "cluster":
+                A = cluster_start(B, labels, classes, self.seed)
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
                 A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
                 A = A * (opts.mean_mass() / self.members)

@@ -190,16 +190,17 @@ def moment_gap(B, mass, private_z, noise, stats, k: int, c2: float, g: torch.Gen
 
 
 def noise_metric(private_z, noise_z, mass, noise, k: int, c2: float, rank: int, g: torch.Generator,
-                 samples: int = 10_000) -> Metric:
+                 samples: int = 10_000, pixels: torch.Tensor | None = None) -> Metric:
     """The ``Metric`` of the residuals of ``samples`` simulated mixes (``simulate_mixes``, the attacker's own images
     and public-like ones ``noise_z``, private masses drawn from ``mass``) under the model ``link`` with ``noise`` =
     (μ, v): their covariance's top ``rank`` eigenpairs, σ² the mean of the other eigenvalues. ``rank`` 0: the plain
-    squared error. O(samples·d² + d³) once."""
+    squared error. ``pixels``: the metric of those pixels only (the search's subset). O(samples·d² + d³) once."""
     if rank <= 0:
         return PLAIN
     mass = None if mass is None else mass[torch.randint(len(mass), (samples,), generator=g)]
     private, public, s = simulate_mixes(private_z, noise_z, mass, k, c2, g, samples)
     R = (private + public).abs() - link(private, s, *noise)
+    R = R if pixels is None else R[:, pixels]
     R = R - R.mean(0)
     ev, V = torch.linalg.eigh(R.T @ R / samples)
     rank = min(rank, len(ev) - 1)
@@ -208,10 +209,10 @@ def noise_metric(private_z, noise_z, mass, noise, k: int, c2: float, rank: int, 
 
 
 def cross_noise(E, labels, public, noise, own_z, stats, k: int, c2: float, convention: str, rank: int, seed: int,
-                normalize="dataset"):
+                normalize="dataset", pixels: torch.Tensor | None = None):
     """Cross mode's public part: the owner's normalisation (``convention``, or ``public_convention`` when "auto"),
     the noise model (μ, v) of ``public_noise`` and the assignment's ``noise_metric`` (the attacker's own normalised
-    images ``own_z``, masses from the ``labels`` when given)."""
+    images ``own_z``, masses from the ``labels`` when given; ``pixels``: the metric of those pixels only)."""
     from ...encoders.instahide import InstaHide
 
     if convention == "auto":
@@ -220,7 +221,7 @@ def cross_noise(E, labels, public, noise, own_z, stats, k: int, c2: float, conve
     noise_z = InstaHide.normalize_images(noise, st).reshape(len(noise), -1).to(torch.float64)
     model = public_noise(noise_z, k)
     metric = noise_metric(own_z, noise_z, None if labels is None else labels.sum(1), model, k, c2, rank,
-                          torch.Generator().manual_seed(seed + 1))
+                          torch.Generator().manual_seed(seed + 1), pixels=pixels)
     return convention, model, metric
 
 

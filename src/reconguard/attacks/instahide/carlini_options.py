@@ -226,3 +226,26 @@ def class_members(L: torch.Tensor, N: int, n: int, mode: str, tol: float = 1e-4)
         members[c] = list(range(len(classes), len(classes) + int(counts[c])))
         classes += [c] * int(counts[c])
     return classes, members
+
+
+def carlini_inputs(encryptions, public, noise_images, similarity, n: int | None):
+    """``CarliniAttack.run``'s inputs as float tensors, their shapes checked against each other (``n``: the number of
+    private images, which the attack needs)."""
+    E = torch.as_tensor(encryptions, dtype=torch.float64)
+    if E.ndim != 4:
+        raise ShapeError(f"encryptions must be N×C×H×W, got shape {tuple(E.shape)}.")
+    N = E.shape[0]
+    if n is None:
+        raise ParameterError("give n (the number of private images): the class counts are its share of the "
+                             "label mass, and without labels it is the number of images to recover.")
+    public = torch.as_tensor(public, dtype=torch.float32)
+    if tuple(public.shape[1:]) != tuple(E.shape[1:]):
+        raise ShapeError(f"public images {tuple(public.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
+    noise = public if noise_images is None else torch.as_tensor(noise_images, dtype=torch.float32)
+    if tuple(noise.shape[1:]) != tuple(E.shape[1:]):
+        raise ShapeError(f"noise_images {tuple(noise.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
+    if similarity is not None:
+        similarity = torch.as_tensor(similarity, dtype=torch.float64)
+        if similarity.shape != (N, N):
+            raise ShapeError(f"similarity must be N×N = {N}×{N}, got {tuple(similarity.shape)}.")
+    return E, public, noise, similarity

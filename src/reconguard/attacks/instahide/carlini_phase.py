@@ -30,14 +30,44 @@ from .carlini_model import link
 
 
 def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(None, None), starts: int = 5,
-               steps: int = 150, lr: float = 0.05, seed: int = 0, tol: float = 0.0, check: int = 10) -> torch.Tensor:
+               steps: int = 150, lr: float = 0.05, seed: int = 0, tol: float = 0.0, check: int = 10,
+               budget: int = 25_000_000, polish: int = 0) -> torch.Tensor:
     """X (n×d, B's dtype) from the rows ``A`` (N×n) and ``B = |x̃|`` (N×d): ``starts`` starts per pixel (``X`` first
     when given), ``steps`` Adam steps of size ``lr`` × the encryptions' RMS on the intensity error, the best start
     per pixel by the amplitude error under ``noise`` = (μ, v) (cross mode; (None, None) inside); with ``tol`` > 0 it
-    stops early once the intensity error fell by less than that share over ``check`` steps."""
-    n, d = A.shape[1], B.shape[1]
+    stops early once the intensity error fell by less than that share over ``check`` steps. The pixels are
+    independent problems: solved in blocks of at most ``budget`` / (N·starts) pixels (memory O(budget)). Inside
+    (no ``noise``), every start then takes ``polish`` rounds of alternating projections (``project``)."""
+    d, scale = B.shape[1], float(B.pow(2).mean().sqrt()) or 1.0
+    block = max(1, budget // (B.shape[0] * max(int(starts), 1)))
     g = torch.Generator().manual_seed(seed)
-    scale = float(B.pow(2).mean().sqrt()) or 1.0
+    parts = []
+    for lo in range(0, d, block):
+        cols = slice(lo, lo + block)
+        part_noise = tuple(None if v is None else v[cols] for v in noise)
+        parts.append(_phase_block(A, B[:, cols], None if X is None else X[:, cols], part_noise, starts, steps,
+                                  lr * scale, g, tol, check, scale, polish))
+    return torch.cat(parts, 1)
+
+
+def project(A: torch.Tensor, B: torch.Tensor, Z: torch.Tensor, rounds: int) -> torch.Tensor:
+    """Alternating projections, ``rounds`` times: the signs s = sign(A z) fixed, z ← argmin ‖A z − s∘b‖² (one Cholesky
+    factor of AᵀA shared by every pixel and start; ``B`` repeated to ``Z``'s columns). A fixed point of the all-positive
+    answer from a poor start, but from Adam's end point it converges where Adam crawls: at the true A of a natural-image
+    challenge (RGB 32×32 crops, inside k = 4, n = 100, T = 50; 256 pixels, 5 starts) 150 Adam steps solve 57 % of the
+    pixels, 150 steps + 50 rounds 97 % (400 steps: 99.6 % in 2.5× the time)."""
+    G = A.T @ A
+    G = G + (1e-9 * float(G.diagonal().mean()) + 1e-12) * torch.eye(len(G), dtype=G.dtype)  # an image no row uses
+    L = torch.linalg.cholesky(G)
+    for _ in range(int(rounds)):
+        Z = torch.cholesky_solve(A.T @ (torch.sign(A @ Z) * B), L)
+    return Z
+
+
+def _phase_block(A, B, X, noise, starts: int, steps: int, step: float, g, tol: float, check: int, scale: float,
+                 polish: int = 0):
+    """``phase_step`` on one block of pixels (Adam steps of size ``step``, the random starts from ``g``)."""
+    n, d = A.shape[1], B.shape[1]
     first = [] if X is None else [X.to(B.dtype)]
     K = max(int(starts), len(first))
     Z = torch.cat(first + [scale * torch.randn(n, d, generator=g, dtype=B.dtype) for _ in range(K - len(first))], 1)
@@ -48,7 +78,7 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
     shift = None if mu is None else rest * mu.to(torch.float32).repeat(K)
     spread = None if mu is None else rest ** 2 * var.to(torch.float32).repeat(K)
     m, v = torch.zeros_like(Z), torch.zeros_like(Z)
-    b1, b2, step, last = 0.9, 0.999, lr * scale, None
+    b1, b2, last = 0.9, 0.999, None
     for t in range(1, int(steps) + 1):
         U = A32 @ Z
         if shift is not None:
@@ -65,6 +95,8 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
         v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         Z -= step * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + 1e-8)
     Z = Z.to(B.dtype)
+    if mu is None and polish:
+        Z = project(A.to(B.dtype), B.repeat(1, K), Z, polish)
     noise_k = (None, None) if mu is None else (mu.repeat(K), var.repeat(K))
     err = (link(A @ Z, A.sum(1, keepdim=True), *noise_k) - B.repeat(1, K)).pow(2).sum(0).reshape(K, d)
     pick = err.argmin(0)

@@ -12,6 +12,7 @@
     neighbour in the gallery (the n private images plus the non-members, ≥ 1,000 where the data
     allows) is i. Distance: L2 between per-image standardised images (zero mean, unit norm), so a
     recovery off by brightness or contrast still counts; n random digits reach about n/(n + N).
+    ``identified_plain``: the same by plain L2 between the images as they are.
   - ``matched_ssim``: mean SSIM of a 1-to-1 (Hungarian) matching of private to recovered images.
     (The old "best match SSIM ≥ 0.5" was met by 97–100 % of *random* digits: every private digit
     resembles one of n others.)
@@ -138,6 +139,7 @@ class ChallengeBaseline(Result):
     identified: float
     matched_ssim: float
     n_guesses: int = 0
+    identified_plain: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class ChallengeScore(Result):
     n_true: int
     n_recovered: int
     n_nonmembers: int      # non-members in the gallery (identification is harder the more there are)
+    identified_plain: float | None = None  # the same by plain L2 nearest neighbour (no per-image standardisation)
 
     def summary(self) -> str:
         return (f"identified {100 * self.identified:.0f}% of the {self.n_true} private images (nearest neighbour "
@@ -163,10 +166,12 @@ def _standardise(x: torch.Tensor) -> torch.Tensor:
 
 
 def _identified(recovered: torch.Tensor, gallery: torch.Tensor, n_private: int,
-                exclude: torch.Tensor | None = None) -> float:
-    """Fraction of the first ``n_private`` gallery images that are some recovered image's nearest neighbour;
-    ``exclude[j]``: a gallery index that recovered image j may not match (itself, for the baseline)."""
-    d = torch.cdist(_standardise(recovered), _standardise(gallery))
+                exclude: torch.Tensor | None = None, standardise: bool = True) -> float:
+    """Fraction of the first ``n_private`` gallery images that are some recovered image's nearest neighbour (L2
+    between per-image standardised images, or plain ones); ``exclude[j]``: a gallery index that recovered image j
+    may not match (itself, for the baseline)."""
+    prep = _standardise if standardise else (lambda x: x.reshape(x.shape[0], -1).to(torch.float64))
+    d = torch.cdist(prep(recovered), prep(gallery))
     if exclude is not None:
         d[torch.arange(d.shape[0]), exclude] = math.inf
     nearest = d.argmin(1)
@@ -222,6 +227,7 @@ def score_challenge(recovered, truth: str | Path, nonmembers=None, seed: int = 0
     size = min(max(n, rec.shape[0]), others.shape[0])
     pick = torch.randperm(others.shape[0], generator=g)[:size]
     guess = others[pick]
-    baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true), size)
+    baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true), size,
+                                 _identified(guess, gallery, n, exclude=n + pick, standardise=False))
     return ChallengeScore(_identified(rec, gallery, n), _matched_ssim(rec, true), baseline, n, int(rec.shape[0]),
-                          int(others.shape[0]))
+                          int(others.shape[0]), _identified(rec, gallery, n, standardise=False))
