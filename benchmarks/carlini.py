@@ -1,19 +1,24 @@
-"""Time, peak memory and recovery of Carlini et al.'s attack against n·T (issue 15): InstaHide challenges of
-scikit-learn digits (``--size 28``: resized to 28×28, d = 784; ``--size 8``: the raw 8×8) — inside k = 4 by
-default, ``--mode cross --k 6``: two private digits + k − 2 scikit-image patches per mix, the patches normalised
-with the private set's statistics or, ``--public-normalize own``, their own (the reference code's and the published
-challenge's convention) — with the soft labels or ``--label-free`` (then the attacker trains Carlini et al.'s similarity network on its
-own digits encrypted with the same scheme — it is told the scheme, normalisation included — and the attack
-clusters the encryptions on its scores). The attacker's digits are disjoint from the
-challenge and from its gallery of non-members.
+"""Time, peak memory and recovery of Carlini et al.'s attack (issues 15, 31): InstaHide challenges of scikit-learn
+digits (``--size 28``: resized to 28×28; ``--size 8``: the raw 8×8), Fashion-MNIST (``--data fashion``: Debian's
+``dataset-fashion-mnist``; private images from the training split, the attacker's own from the test split) or RGB
+crops of scikit-image's photographs (``--data photos``, the offline stand-in for CIFAR-10: private crops from
+PHOTO_SPLITS["a"], the attacker's own from other photographs) — inside k = 4 by default, ``--mode cross --k 6``: two
+private images + k − 2 public ones per mix, the public ones normalised with the private set's statistics or,
+``--public-normalize own``, their own (the reference code's and the published challenge's convention). **The
+encryptor's public pool and the attacker's noise images come from disjoint photographs** (ENCRYPTOR_PHOTOS vs
+ATTACKER_PHOTOS for photos, the two PHOTO_SPLITS otherwise). With ``--label-free`` the attacker trains Carlini et
+al.'s similarity network on its own images encrypted with the same scheme (it is told the scheme) and the attack
+clusters the encryptions on its scores.
 
-    python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own
-    python benchmarks/carlini.py --mode cross --k 6 --sizes 20x50 50x50 100x50 --solver direct
+    python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
+    python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
 
-Each (n, T) runs in a fresh process (so its peak memory is its own): a challenge with fresh cryptographic masks, the
-attack, its wall time and peak resident memory, and the challenge score — ``identified`` (nearest neighbour among
-the n private digits and ≥ 1,000 non-member digits), 1-to-1 SSIM, and the same two for n random non-members
-submitted as the recovery (the baseline). ``--json F`` appends one JSON line per size.
+Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its
+CPU-seconds (``attack_cpu_seconds``, every thread of the process) and wall time, peak resident memory, and the
+challenge score — ``identified`` by standardised nearest neighbour and ``identified_plain`` by plain L2, among the n
+private images and ≥ 1,000 non-members, 1-to-1 SSIM, and the same for n random non-members submitted as the
+recovery (the guess). ``--seeds K`` runs K fresh challenges per size (other images, other keys) and prints their
+mean and worst; ``--json F`` appends one JSON line per challenge and one summary per size.
 """
 
 from __future__ import annotations

@@ -555,20 +555,21 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     from reconguard.attacks.instahide.carlini_model import predict
 
     d, public, enc, labels = _inside_challenge(tmp_path, 30, 25, 5)
-    with pytest.raises(errors.ParameterError, match="search='local'"):
+    with pytest.raises(errors.ParameterError, match="search='exact' or 'local'"):
         CarliniAttack(4, 30, solver="direct", search="exhaustive", max_options=20_000).run(enc, labels, d.images[public])
     with pytest.raises(errors.ParameterError, match="needs the soft labels"):
         CarliniAttack(4, 30, search="local").run(enc, None, d.images[public])
     scores = {}
-    for search, limit in (("auto", 20_000), ("exhaustive", 2_000_000)):
+    for search, limit in (("auto", 20_000), ("local", 20_000), ("exhaustive", 2_000_000)):
         r = CarliniAttack(4, 30, solver="direct", search=search, max_options=limit, restarts=2).run(
             enc, labels, d.images[public])
         scores[r.search] = score_challenge(r.images, tmp_path / "t")
         onehot = torch.nn.functional.one_hot(r.classes, 10).double()
         assert torch.allclose(r.mixing @ onehot, torch.as_tensor(labels, dtype=torch.float64), atol=1e-9)
-    local, full = scores["local"], scores["exhaustive"]
+    local, exact, full = scores["local"], scores["exact"], scores["exhaustive"]  # auto: the exact states (carlini_exact)
     assert local.identified >= full.identified - 0.1, (local.summary(), full.summary())
     assert local.identified >= local.baseline.identified + 0.5, local.summary()
+    assert exact.identified >= full.identified - 0.1, (exact.summary(), full.summary())
     # one assign call never raises the error of the states it starts from
     atk = CarliniAttack(4, 30)
     L = torch.as_tensor(labels, dtype=torch.float64)

@@ -163,3 +163,31 @@ def test_the_search_on_a_pixel_subset_recovers_every_pixel(tmp_path):
     assert r.images.shape == (20, 3, 16, 16) and r.normalized.shape == (20, 768)
     s = score_challenge(r.images, tmp_path)
     assert s.identified >= 0.8 and s.matched_ssim >= s.baseline.matched_ssim + 0.4, s.summary()
+
+
+def test_exact_states_find_the_true_rows_where_the_local_search_is_stuck():
+    """``search="exact"`` (``carlini_exact``): given the true images, every state's exact minimiser by meeting in the
+    middle. RGB crops, inside k = 4, n = 20, T = 25: every row whose members are of four classes right (their true
+    error is 0) and more rows right than the local search's sweeps from a random state (measured here: 0.92 vs 0.81,
+    four-class rows 1.00 vs 0.89; at n = 100: 81 % vs 35 %, four-class rows 99.6 % vs 69 %)."""
+    from reconguard.attacks.instahide.carlini_local import labelled_options
+    from reconguard.attacks.instahide.carlini_options import RowGrid, class_members
+
+    c = _natural_challenge(n=20, k=4, channels=3, seed=2)
+    A, L = c["A"], torch.as_tensor(c["labels"])
+    B = torch.as_tensor(c["enc"]).reshape(len(A), -1).abs().double()
+    classes, members = class_members(L, len(L), 20, "inside")
+    true_cls = torch.stack([torch.nonzero(L[A[:, i] > 0].min(0).values > 0)[0, 0] for i in range(20)])
+    slot_image = torch.cat([torch.nonzero(true_cls == cl).squeeze(1) for cl in sorted(set(classes))])
+    X, As = torch.as_tensor(c["z"]).reshape(20, -1).double()[slot_image], A[:, slot_image]
+    four = torch.tensor([len(set(true_cls[A[t] > 0].tolist())) == 4 for t in range(len(A))])
+    right = {}
+    for search in ("local", "exact"):
+        opts = labelled_options(RowGrid(4, "inside", 5, 0.65, 0.3), L, members, 20, len(L), 4, search, 2_000,
+                                exact_pixels=64)
+        opts.random(torch.Generator().manual_seed(0))
+        Ahat = opts.assign(X, B, (None, None))[0]
+        right[search] = ((Ahat > 0) == (As > 0)).all(1)
+    assert bool(right["exact"][four].all()), float(right["exact"][four].double().mean())
+    assert float(right["exact"].double().mean()) > float(right["local"].double().mean()), {
+        k: float(v.double().mean()) for k, v in right.items()}

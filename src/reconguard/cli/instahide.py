@@ -191,9 +191,10 @@ def register(sub) -> None:
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",
                     help="carlini: the X-step (auto: direct, which needs no pair of images to co-occur; lift: the "
                     "least-squares lifting, for N ≥ n(n+1)/2)")
-    sp.add_argument("--search", choices=["auto", "exhaustive", "local"], default="auto",
-                    help="carlini with labels: score every label-consistent assignment, or change one class's members "
-                    "at a time (auto: local when there are more than 2,000,000, e.g. inside k = 4 at n = 100)")
+    sp.add_argument("--search", choices=["auto", "exhaustive", "local", "exact"], default="auto",
+                    help="carlini with labels: score every label-consistent assignment, change one class's members "
+                    "at a time (local), or solve each state exactly by meeting in the middle (exact; auto: exact when "
+                    "there are more than 2,000,000, e.g. inside k = 4 at n = 100)")
     sp.add_argument("--noise-rank", type=int, default=20,
                     help="carlini, cross mode: how many dominant directions of the public part (smooth image texture) the "
                     "assignment's error discounts (0: plain squared error)")

@@ -29,8 +29,10 @@ class LocalOptions:
     """``groups``: one ``(t, [components of class 1], [components of class 2], …)`` per (encryption, count
     tuple); a component is a tuple of (member, weight) pairs. ``n``: the number of images."""
 
-    def __init__(self, groups: list, n: int, n_encryptions: int, sweeps: int = 4, chunk: int = 2048):
+    def __init__(self, groups: list, n: int, n_encryptions: int, sweeps: int = 4, chunk: int = 2048,
+                 exact_pixels: int | None = None):
         self.n, self.n_encryptions, self.sweeps, self.chunk = n, n_encryptions, sweeps, chunk
+        self.exact_pixels, self._exact = exact_pixels, None  # carlini_exact: each state solved exactly
         idx, w, slot, slot_group, group_owner, slot_start = [], [], [], [], [], []
         for g, (t, *classes) in enumerate(groups):
             group_owner.append(t)
@@ -98,6 +100,8 @@ class LocalOptions:
         its public-part μ, v, or (None, None)) and the error ``metric`` — after the first, only the states that
         moved are scored again; each encryption's row and its total error. Scored in float32 (the comparisons only; the total is
         float64): the sweep is memory-bound, 4 gathers of d values per component."""
+        if self.exact_pixels is not None:
+            return self._assign_exact(X, B, noise, metric)
         G = len(self.group_owner)
         Xf, Bf = X.float(), B.float()
         nf = tuple(None if v is None else v.float() for v in noise)
@@ -131,7 +135,24 @@ class LocalOptions:
         return A, float(metric(link(A @ X, A.sum(1, keepdim=True), *noise) - B).sum())
 
 
-def labelled_options(grid, labels, members, n_hat: int, N: int, k: int, search: str, max_options: int):
+    def _assign_exact(self, X, B, noise, metric):
+        """``assign`` by ``carlini_exact``: every state's exact minimiser of the intensity error on ``exact_pixels``
+        random pixels, each encryption's state of least error; the total error is ``assign``'s (every pixel)."""
+        from .carlini_exact import ExactStates
+
+        if self._exact is None:
+            self._exact = ExactStates(self)
+        d = B.shape[1]
+        sub = torch.randperm(d, generator=torch.Generator().manual_seed(d))[:min(self.exact_pixels, d)]
+        noise_s = tuple(None if v is None else v[sub] for v in noise)
+        state_err = self._exact.assign(X[:, sub], B[:, sub], noise_s)
+        self.choice = segment_argmin(state_err, self.group_owner, self.n_encryptions)[0]
+        A = self._rows()
+        return A, float(metric(link(A @ X, A.sum(1, keepdim=True), *noise) - B).sum())
+
+
+def labelled_options(grid, labels, members, n_hat: int, N: int, k: int, search: str, max_options: int,
+                     exact_pixels: int = 64):
     """The labelled assignment's candidates: every label-consistent row (``Options``) when there are at most
     ``max_options`` of them (``search`` ``exhaustive``/``auto``), else the local search's components."""
     from ...errors import ParameterError
@@ -139,14 +160,15 @@ def labelled_options(grid, labels, members, n_hat: int, N: int, k: int, search: 
 
     comps = [grid.components(labels[t], members) for t in range(N)]
     total = sum(math.prod(len(c) for c in per_class) for per in comps for per_class in per)
-    local = search == "local" or (search == "auto" and total > max_options)
+    local = search in ("local", "exact") or (search == "auto" and total > max_options)
     if not local and total > max_options:
         raise ParameterError(f"{total:,} label-consistent assignments (k={k}, n={n_hat}) is more than "
-                             f"max_options = {max_options:,}: use search='local' (or 'auto'), fewer images "
+                             f"max_options = {max_options:,}: use search='exact' or 'local' (or 'auto'), fewer images "
                              "per class, or raise max_options.")
     if not local:
         return Options([grid.entries(labels[t], members) for t in range(N)], n=n_hat)
-    opts = LocalOptions([(t, *per_class) for t, per in enumerate(comps) for per_class in per], n_hat, N)
+    opts = LocalOptions([(t, *per_class) for t, per in enumerate(comps) for per_class in per], n_hat, N,
+                        exact_pixels=None if search == "local" else exact_pixels)
     if len(opts) > 10 * max_options:  # a component costs ~64 bytes, a row 8·n
         raise ParameterError(f"{len(opts):,} label-consistent components (k={k}, n={n_hat}) is too large "
                              "even for the local search; use fewer images per class or raise max_options.")

@@ -189,3 +189,13 @@ def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0,
             i = free[0]
         member[t, i] = 1.0
     return member
+
+
+def candidate_options(similarity, n: int, grid, seed: int = 0, per: int = 5):
+    """Carlini's label-free assignment at scale: each encryption's rows (``grid.free_entries``) among its ``per`` most
+    likely images (the similarity scores' soft memberships, ``soft_memberships``) instead of all n."""
+    from .carlini_options import Options
+
+    H = soft_memberships(similarity, n, seed=seed)
+    top = H.topk(min(per, n), 1).indices
+    return Options([grid.free_entries(sorted(c.tolist())) for c in top], n=n)
