@@ -38,9 +38,11 @@ import torch
 OWN_IMAGES = 300  # the attacker's images (disjoint from the challenge and its gallery)
 # Cross mode: the encryptor's public pool and the attacker's noise images come from disjoint photographs, and for
 # --data photos neither from the private photographs (split "a"): the attacker's own and noise images are crops of
-# ATTACKER_PHOTOS, the encryptor's public pool of ENCRYPTOR_PHOTOS (split "b" halved).
-ENCRYPTOR_PHOTOS = ("stereo_motorcycle", "retina", "camera", "coins")
-ATTACKER_PHOTOS = ("grass", "gravel", "brick", "clock", "moon")
+# ATTACKER_PHOTOS (scenes, like the private ones), the encryptor's public pool of ENCRYPTOR_PHOTOS (textures) — split
+# "b" halved. The attacker's own images must be of the private kind: with the textures as its own images the sign
+# prior (carlini_signs) fails and a 16×16, inside k = 3, n = 20 challenge identified 0.00 instead of 1.00.
+ENCRYPTOR_PHOTOS = ("grass", "gravel", "brick", "moon")
+ATTACKER_PHOTOS = ("stereo_motorcycle", "retina", "camera", "coins", "clock")
 
 
 def _data(a):
