@@ -1,4 +1,4 @@
-"""The labelled assignment solved exactly per state, by meeting in the middle (``LocalOptions(exact=True)``).
+"""The labelled assignment solved exactly per state, by meeting in the middle (``search="exact"``: ``LocalOptions(exact_pixels=…)``).
 
 The local search (``carlini_local``) changes one class's members at a time, and with |·| that gets stuck: given the
 *true* images of a natural-image challenge (RGB 32×32 crops, inside k = 4, n = 100, T = 50, 256 pixels), its sweeps
@@ -78,8 +78,7 @@ class ExactStates:
             for lo in range(0, len(groups), per):
                 sl = slice(lo, lo + per)
                 g = groups[sl]
-                u = self._parts(P_c[sl], lambda c: opts._private(c, Xf), d)
-                v = self._parts(Q_c[sl], lambda c: opts._private(c, Xf), d)
+                u, v = (self._parts(C[sl], lambda c: opts._private(c, Xf), d) for C in (P_c, Q_c))
                 w = Bf[opts.group_owner[g]] ** 2
                 if mu is not None:
                     rest = (1.0 - opts.mass[g]).float()[:, None]
