@@ -101,6 +101,12 @@ def one(a, n: int, T: int) -> dict:
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
+        s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the prior moves (paired)
+        if a.keep:  # the recovery beside its truth, to look at or score again
+            import shutil
+            folder = Path(a.keep) / f"{a.data}-{a.mode}-n{n}-T{T}-seed{a.seed}"
+            shutil.copytree(Path(tmp) / "t", folder, dirs_exist_ok=True)
+            np.save(folder / "recovered.npy", r.images.numpy())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
@@ -110,14 +116,17 @@ def one(a, n: int, T: int) -> dict:
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "identified_plain": s.identified_plain, "matched_ssim": round(s.matched_ssim, 3),
             "baseline_identified": s.baseline.identified, "baseline_identified_plain": s.baseline.identified_plain,
-            "baseline_ssim": round(s.baseline.matched_ssim, 3), "nonmembers": s.n_nonmembers}
+            "baseline_ssim": round(s.baseline.matched_ssim, 3), "nonmembers": s.n_nonmembers,
+            "identified_before_moves": s0.identified, "identified_plain_before_moves": s0.identified_plain,
+            "matched_ssim_before_moves": round(s0.matched_ssim, 3)}
 
 
 def _summary(rows: list) -> dict:
     """Mean and worst over the fresh challenges of one configuration."""
     out = {"challenges": len(rows)}
     for key in ("identified", "identified_plain", "matched_ssim", "baseline_identified", "baseline_identified_plain",
-                "baseline_ssim", "attack_cpu_seconds", "seconds", "peak_gib"):
+                "baseline_ssim", "attack_cpu_seconds", "seconds", "peak_gib", "identified_before_moves",
+                "identified_plain_before_moves", "matched_ssim_before_moves"):
         vals = [r[key] for r in rows]
         worst = max(vals) if key in ("attack_cpu_seconds", "seconds", "peak_gib") or key.startswith("baseline") else min(vals)
         out[key] = {"mean": round(float(np.mean(vals)), 3), "worst": round(float(worst), 3)}
@@ -149,6 +158,7 @@ def main():
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--keep", default=None, help="write each challenge's recovered images and truth under this folder")
     ap.add_argument("--json", default=None, help="append one JSON line per challenge, and one summary per size, here")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one size in this process
     a = ap.parse_args()
@@ -157,7 +167,7 @@ def main():
         return
     sizes = a.sizes or ([f"{a.n}x{a.T}"] if a.n and a.T else ["20x50", "50x50", "100x50"])
     print(f"{'n':>4s} {'T':>4s} {'seed':>4s} {'CPU s':>7s} {'wall s':>7s} {'peak GiB':>8s} {'ident.':>6s} {'plain':>6s} "
-          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}", flush=True)
+          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}  before the prior moves: id. / plain / SSIM", flush=True)
     args = [v for i, v in enumerate(sys.argv[1:]) if v != "--seeds" and (i == 0 or sys.argv[i] != "--seeds")]
     for size in sizes:
         rows = []
@@ -170,7 +180,9 @@ def main():
             rows.append(row)
             print(f"{row['n']:4d} {row['T']:4d} {seed:4d} {row['attack_cpu_seconds']:7.0f} {row['seconds']:7.1f} "
                   f"{row['peak_gib']:8.2f} {row['identified']:6.2f} {row['identified_plain']:6.2f} "
-                  f"{row['matched_ssim']:6.3f} {row['baseline_identified']:9.2f} {row['baseline_ssim']:10.3f}", flush=True)
+                  f"{row['matched_ssim']:6.3f} {row['baseline_identified']:9.2f} {row['baseline_ssim']:10.3f}  "
+                  f"{row['identified_before_moves']:.2f} / {row['identified_plain_before_moves']:.2f} / "
+                  f"{row['matched_ssim_before_moves']:.3f}", flush=True)
             if a.json:
                 with open(a.json, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(row) + "\n")

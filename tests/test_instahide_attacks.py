@@ -613,6 +613,8 @@ def test_label_free_search_over_every_pair_with_the_split_move(tmp_path):
     assert big.check_free_search(100, 5_000, 784) is True                     # the published size: every pair
     with pytest.raises(errors.ParameterError, match="splits"):
         CarliniAttack(6, 40, mode="cross", splits=-1)
+    with pytest.raises(errors.ParameterError, match="prior_moves"):
+        CarliniAttack(6, 40, mode="cross", prior_moves=-1)
 
 
 def test_carlini_attack_reads_the_owners_pixel_normalisation(tmp_path):

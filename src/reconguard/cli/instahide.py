@@ -201,6 +201,9 @@ def register(sub) -> None:
     sp.add_argument("--splits", type=int, default=10,
                     help="carlini, direct X-step: at most this many k-means split moves per start (a slot holding a blend "
                     "of two images re-seeded from its encryptions; 0: none)")
+    sp.add_argument("--prior-moves", type=int, default=8,
+                    help="carlini: rounds of single-pixel moves (−x, black, white) kept where they lower the fit's error "
+                    "plus a Gaussian prior of your own images (repairs colour speckle on natural images; 0: none)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

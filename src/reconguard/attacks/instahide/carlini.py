@@ -103,7 +103,7 @@ from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, 
                             split_overloaded)
 from .carlini_options import Options, RowGrid, carlini_inputs, class_members
 from .carlini_phase import phase_step
-from .carlini_signs import orient_by_prior
+from .carlini_signs import settle
 from .carlini_start import cluster_start
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
@@ -124,7 +124,8 @@ class CarliniResult(Result):
     solver: str = "lift"                  # the X-step used: "lift" or "direct" (see carlini_model)
     public_normalization: str | None = None  # cross mode: the public part's normalisation assumed ("private"/"own")
     search: str = "exhaustive"            # every label-consistent row, "local" (carlini_local) or "exact" (carlini_exact)
-    _skip_in_dict = ("images", "normalized", "mixing")
+    unrefined: torch.Tensor | None = None  # the images before the refit and the prior moves (carlini_signs.settle)
+    _skip_in_dict = ("images", "normalized", "mixing", "unrefined")
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class CarliniAttack(Attack):
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
-                 progress: bool = False):
+                 prior_moves: int = 8, progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -191,6 +192,9 @@ class CarliniAttack(Attack):
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
         self.splits, self.sign_prior = int(splits), bool(sign_prior)
+        if int(prior_moves) < 0:
+            raise ParameterError(f"prior_moves must be ≥ 0 (0: none), got {prior_moves}.")
+        self.prior_moves = int(prior_moves)
         if phase_starts is None:  # cross mode: the amplitude descent's box and sign moves (carlini_phase: measured)
             phase_starts = 5 if mode == "inside" else 0
         if int(phase_starts) < 0:
@@ -332,16 +336,15 @@ class CarliniAttack(Attack):
                         steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(r, A, X, B)
-        if self.sign_prior:  # each pixel's global sign, which no fit to |x̃| can tell (carlini_signs) — except in cross
-            # mode, where the public part's mean can: a pixel whose prior sign fits the encryptions worse keeps its own
-            signed = orient_by_prior(X.detach(), own, tuple(E.shape[1:]), r.box)
-            err, err_signed = (((r.predict(A, Z) - B) ** 2).sum(0) for Z in (X.detach(), signed))
-            X = torch.where(err_signed > err * 1.01, X.detach(), signed)
+        # each pixel's global sign, which no fit to |x̃| can tell; cross mode's refit to the amplitudes' mean; the
+        # posterior moves (carlini_signs.settle)
+        X, before = settle(X.detach(), A, B, r.noise, r.box, own, tuple(E.shape[1:]), self.sign_prior, self.prior_moves,
+                           self.seed, refit=self.final_refine_steps if self.mode == "cross" else 0)
         mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
         std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
-        images = (X.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float()
+        images, unrefined = ((Z.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float() for Z in (X, before))
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
-                             solver, chosen, searched)
+                             solver, chosen, searched, unrefined)
 
     def _options(self, labels, members, n_hat: int, N: int, d: int, similarity):
         """Each encryption's candidate rows: label-consistent (every one, or the local search's components), or
