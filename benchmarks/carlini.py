@@ -18,7 +18,10 @@ CPU-seconds (``attack_cpu_seconds``, every thread of the process) and wall time,
 challenge score — ``identified`` by standardised nearest neighbour and ``identified_plain`` by plain L2, among the n
 private images and ≥ 1,000 non-members, 1-to-1 SSIM, and the same for n random non-members submitted as the
 recovery (the guess). ``--seeds K`` runs K fresh challenges per size (other images, other keys) and prints their
-mean and worst; ``--json F`` appends one JSON line per challenge and one summary per size.
+mean and worst; ``--json F`` appends one JSON line per challenge and one summary per size. Each challenge is also
+scored before the attack's last steps (``*_before_moves``: the recovery before cross mode's refit to the amplitudes'
+mean and the prior moves, ``carlini_signs.settle``), so the two are paired on the same keys and images. ``--keep D``
+writes each challenge's recovered images beside its truth under D (to look at, or score again).
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def main():
         return
     sizes = a.sizes or ([f"{a.n}x{a.T}"] if a.n and a.T else ["20x50", "50x50", "100x50"])
     print(f"{'n':>4s} {'T':>4s} {'seed':>4s} {'CPU s':>7s} {'wall s':>7s} {'peak GiB':>8s} {'ident.':>6s} {'plain':>6s} "
-          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}  before the prior moves: id. / plain / SSIM", flush=True)
+          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}  before the last steps (refit, prior moves): id. / plain / SSIM", flush=True)
     args = [v for i, v in enumerate(sys.argv[1:]) if v != "--seeds" and (i == 0 or sys.argv[i] != "--seeds")]
     for size in sizes:
         rows = []

@@ -38,11 +38,8 @@ def _challenge(a):
     encs = [scheme.encrypt(x, y, seed=a.seed * 1000 + t) for t in range(a.T)]
     E = torch.cat([e.images for e in encs])
     L = torch.cat([e.labels for e in encs]).double()
-    P = torch.cat([e.key.partners for e in encs])
-    lam = torch.cat([e.key.coefficients for e in encs]).double()
+    A = torch.cat([e.key.mixing(a.n) for e in encs])
     N = len(E)
-    A = torch.zeros(N, a.n, dtype=torch.float64).index_put_((torch.arange(N)[:, None].expand(-1, a.k), P), lam,
-                                                            accumulate=True)
     B = E.reshape(N, -1).abs().double()
     pix = torch.randperm(B.shape[1], generator=g)[:a.pixels].sort().values
     X = InstaHide.normalize_images(x, scheme.channel_stats(x)).reshape(a.n, -1).double()[:, pix]

@@ -59,6 +59,17 @@ def test_cross_mode_draws_from_the_whole_public_pool(digits):
     assert float(enc.key.coefficients[:, :2].sum(1).min()) >= 0.3 - 1e-6
     # labels carry the private part only
     assert torch.allclose(enc.labels.sum(1), enc.key.coefficients[:, :2].sum(1), atol=1e-5)
+    A = enc.key.mixing(len(digits))  # the private part's mixing matrix: the labels' mass, two images a row
+    assert torch.allclose(A.sum(1), enc.labels.sum(1).double(), atol=1e-5) and bool(((A > 0).sum(1) == 2).all())
+
+
+def test_the_keys_mixing_matrix_reproduces_the_encryptions_up_to_sign(digits):
+    ih = InstaHide(k=4)
+    enc = ih.encrypt(digits.images[:50], digits.labels[:50], seed=0)
+    A = enc.key.mixing(50)
+    assert A.shape == (50, 50) and bool(((A > 0).sum(1) == 4).all())
+    X = InstaHide.normalize_images(digits.images[:50], enc.normalization).reshape(50, -1).double()
+    assert torch.allclose((A @ X).abs(), enc.images.reshape(50, -1).abs().double(), atol=1e-5)
 
 
 def test_decrypting_with_the_key_recovers_the_mix_and_keys_differ(digits):

@@ -83,6 +83,14 @@ class InstaHideKey(Result):
     shape: tuple = ()
     _skip_in_dict = ("partners", "public", "coefficients", "packed_mask")
 
+    def mixing(self, n: int) -> torch.Tensor:
+        """The N×n mixing matrix of the private images (float64): entry (t, i) is image i's total coefficient in
+        encryption t, public slots left out — the A of ``|x̃| = |A X|`` (inside mode) in Carlini et al.'s attack."""
+        rows = torch.arange(len(self.partners))[:, None].expand_as(self.partners)
+        keep = ~self.public
+        return torch.zeros(len(self.partners), n, dtype=torch.float64).index_put_(
+            (rows[keep], self.partners[keep]), self.coefficients[keep].to(torch.float64), accumulate=True)
+
     @property
     def mask(self) -> torch.Tensor | None:
         if self.packed_mask is None:

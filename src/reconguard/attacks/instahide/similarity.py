@@ -50,14 +50,6 @@ class SimilarityResult(Result):
     _skip_in_dict = ("scores",)
 
 
-def _share_matrix(partners: torch.Tensor, private: int, n: int) -> torch.Tensor:
-    """N×n membership of the private slots of ``partners`` (N×k indices)."""
-    m = torch.zeros(len(partners), n)
-    for j in range(private):
-        m[torch.arange(len(partners)), partners[:, j]] = 1.0
-    return m
-
-
 class SimilarityNetwork(Attack):
     """``fit(scheme, images)`` on the attacker's own images, then ``run(encryptions, share=None)``."""
 
@@ -74,12 +66,11 @@ class SimilarityNetwork(Attack):
 
     def _group(self, scheme, images, g, stats) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randperm(len(images), generator=g)[:self.group_n]
-        private = scheme.k if scheme.mode == "inside" else 2
         E, M = [], []
         for _ in range(self.group_T):
             enc = scheme.encrypt(images[idx], seed=int(torch.randint(2**31, (1,), generator=g)), stats=stats)
             E.append(enc.images.abs())
-            M.append(_share_matrix(enc.key.partners, private, self.group_n))
+            M.append((enc.key.mixing(self.group_n) > 0).float())
         return torch.cat(E), torch.cat(M)
 
     def fit(self, scheme, images, stats=None) -> list:
