@@ -110,6 +110,7 @@ def one(a, n: int, T: int) -> dict:
             folder = Path(a.keep) / f"{a.data}-{a.mode}-n{n}-T{T}-seed{a.seed}"
             shutil.copytree(Path(tmp) / "t", folder, dirs_exist_ok=True)
             np.save(folder / "recovered.npy", r.images.numpy())
+            np.save(folder / "recovered_before_last_steps.npy", r.unrefined.numpy())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
