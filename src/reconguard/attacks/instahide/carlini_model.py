@@ -133,22 +133,35 @@ def mean_link(U: torch.Tensor, mass: torch.Tensor, mu, var) -> torch.Tensor:
     return sigma * (2 / torch.pi) ** 0.5 * torch.exp(-0.5 * (u / sigma) ** 2) + u * torch.erf(u / (sigma * 2 ** 0.5))
 
 
-def flip_signs(X, A, B, noise, box, rounds: int = 3) -> torch.Tensor:
+def flip_signs(X, A, B, noise, box, rounds: int = 3, prior=None, seed: int = 0) -> torch.Tensor:
     """Local search over single pixels: moving one pixel of one image to −x (its sign flipped), to the box's low
     end or to its high end (black or white in [0, 1]) changes the error of only the encryptions that mix that
     image; take each pixel's best such move when it lowers the error, ``rounds`` times. Adam cannot cross the
     barrier between x and −x (a dark background turned grey, one image at a time, is the failure it fixes).
-    O(nnz(A)·d) per round and candidate."""
+    With ``prior`` = (μ, P) (``carlini_signs.prior_moves``) the moves lower the posterior energy instead — the error
+    under ``mean_link`` over its mean square σ², doubled, plus ½ Σ_i (x_i − μ)ᵀ P (x_i − μ) — on a random half of the
+    pixels per round (neighbours' moves interact through P, so all at once can overshoot).
+    O(nnz(A)·d) per round and candidate (+ O(n·d²) with a prior)."""
+    model = link if prior is None else mean_link
     t, i = A.nonzero(as_tuple=True)
     a, mass = A[t, i][:, None], A.sum(1, keepdim=True)
+    g = torch.Generator().manual_seed(seed)
     for _ in range(rounds):
         U = A @ X
-        base = (link(U, mass, *noise) - B).pow(2)[t]
+        res = (model(U, mass, *noise) - B).pow(2)
+        base = res[t]
         candidates = [torch.maximum(torch.minimum(-X, box[1]), box[0]), box[0].expand_as(X), box[1].expand_as(X)]
         gains = torch.stack([torch.zeros_like(X).index_add_(
-            0, i, base - (link(U[t] + a * (c[i] - X[i]), mass[t], *noise) - B[t]).pow(2)) for c in candidates])
-        best, which = gains.max(0)
-        better = best > 1e-9 * float(base.sum() / max(len(t), 1))
+            0, i, base - (model(U[t] + a * (c[i] - X[i]), mass[t], *noise) - B[t]).pow(2)) for c in candidates])
+        if prior is None:
+            best, which = gains.max(0)
+            better = best > 1e-9 * float(base.sum() / max(len(t), 1))
+        else:
+            mu, P = (v.to(X.dtype) for v in prior)
+            G, s2 = (X - mu) @ P, float(res.mean()) or 1.0
+            steps = torch.stack(candidates) - X
+            best, which = (gains / (2 * s2) - (steps * G + 0.5 * steps ** 2 * P.diagonal())).max(0)
+            better = (best > 0) & (torch.rand(X.shape, generator=g, dtype=X.dtype) < 0.5)
         if not bool(better.any()):
             break
         X = torch.where(better, torch.stack(candidates).gather(0, which[None])[0], X)

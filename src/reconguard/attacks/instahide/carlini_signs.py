@@ -159,31 +159,9 @@ def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: i
 def prior_moves(X, A, B, noise, box, prior, rounds: int = 8, seed: int = 0) -> torch.Tensor:
     """Per image and pixel, the move among {−x, the box's low end, its high end} that most lowers the posterior energy
     ``Σ_t (E|a_t X + w| − b_t)² / (2σ²) + ½ Σ_i (x_i − μ)ᵀ P (x_i − μ)`` (``carlini_model.mean_link``; σ² the mean
-    squared residual, ``prior`` = (μ, P) from ``own_prior``), taken where it lowers it, ``rounds`` times; a random
-    half of the pixels per round (neighbours' moves interact through P, so all at once can overshoot). ``carlini_model.flip_signs`` with the
-    prior's term added: single pixels whose sign the fit leaves wrong (colour speckle on natural images) are
-    pulled back by their neighbours. O(nnz(A)·d + n·d²) per round."""
-    from .carlini_model import mean_link as link
+    squared residual, ``prior`` = (μ, P) from ``own_prior``), taken where it lowers it, ``rounds`` times, on a random
+    half of the pixels per round: ``carlini_model.flip_signs`` with the prior's term. Single pixels whose sign the fit
+    leaves wrong (colour speckle on natural images) are pulled back by their neighbours."""
+    from .carlini_model import flip_signs
 
-    mu, P = (v.to(X.dtype) for v in prior)
-    diag = P.diagonal()
-    t, i = A.nonzero(as_tuple=True)
-    a, mass = A[t, i][:, None], A.sum(1, keepdim=True)
-    g = torch.Generator().manual_seed(seed)
-    for _ in range(rounds):
-        U = A @ X
-        res = (link(U, mass, *noise) - B).pow(2)
-        s2 = float(res.mean()) or 1.0
-        base, G = res[t], (X - mu) @ P
-        candidates = [torch.maximum(torch.minimum(-X, box[1]), box[0]), box[0].expand_as(X), box[1].expand_as(X)]
-        gains = []
-        for c in candidates:
-            dX = c - X
-            data = torch.zeros_like(X).index_add_(0, i, base - (link(U[t] + a * dX[i], mass[t], *noise) - B[t]).pow(2))
-            gains.append(data / (2 * s2) - (dX * G + 0.5 * dX ** 2 * diag))
-        best, which = torch.stack(gains).max(0)
-        better = (best > 0) & (torch.rand(X.shape, generator=g, dtype=X.dtype) < 0.5)
-        if not bool(better.any()):
-            break
-        X = torch.where(better, torch.stack(candidates).gather(0, which[None])[0], X)
-    return X
+    return flip_signs(X, A, B, noise, box, rounds, prior, seed)
