@@ -104,7 +104,7 @@ def one(a, n: int, T: int) -> dict:
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
-        s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the prior moves (paired)
+        s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the last steps (refit, prior moves): paired
         if a.keep:  # the recovery beside its truth, to look at or score again
             import shutil
             folder = Path(a.keep) / f"{a.data}-{a.mode}-n{n}-T{T}-seed{a.seed}"
