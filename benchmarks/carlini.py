@@ -8,7 +8,8 @@ private images + k − 2 public ones per mix, the public ones normalised with th
 encryptor's public pool and the attacker's noise images come from disjoint photographs** (ENCRYPTOR_PHOTOS vs
 ATTACKER_PHOTOS for photos, the two PHOTO_SPLITS otherwise). With ``--label-free`` the attacker trains Carlini et
 al.'s similarity network on its own images encrypted with the same scheme (it is told the scheme) and the attack
-clusters the encryptions on its scores.
+clusters the encryptions on its scores. ``--cluster-start`` (labelled) starts the alternation from the encryptions
+clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carlini_start``) instead of a random one.
 
     python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
@@ -100,7 +101,8 @@ def one(a, n: int, T: int) -> dict:
             net.fit(scheme, own)
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
-                          phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, progress=a.progress).run(
+                          phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
+                          progress=a.progress).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
@@ -158,6 +160,8 @@ def main():
                     "(0: the amplitude descent; default: the attack's own)")
     ap.add_argument("--search-pixels", type=int, default=1024, help="the assignment search's random pixel subset "
                     "(0: every pixel)")
+    ap.add_argument("--cluster-start", action="store_true", help="labelled: start the alternation from the encryptions "
+                    "clustered by their dominant image (carlini_start) instead of a random assignment")
     ap.add_argument("--label-free", action="store_true")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")
