@@ -22,28 +22,30 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _challenge(a):
-    """``(A, X, B, labels, classes)`` in the attack's slot order: the true rows, the true normalised images, |x̃| on
-    ``a.pixels`` random pixels, the soft labels and each slot's class."""
+def _challenge(a, mode: str = "inside"):
+    """``(A, X, B, labels, classes, own, noise)`` in the attack's slot order: the true rows, the true normalised images,
+    |x̃| (on ``a.pixels`` random pixels when given), the soft labels, each slot's class, and the attacker's own and
+    noise images (``benchmarks/carlini.py``'s data; the noise images None inside). ``mode="cross"``: k − 2 public
+    images per mix from the encryptor's pool, normalised with their own statistics (the reference convention)."""
     import carlini as bench
     from reconguard.attacks.instahide.carlini_options import class_members
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
 
-    images, labels, _, _, _ = bench._data(argparse.Namespace(data=a.data, size=a.size, seed=a.seed, mode="inside"))
+    images, labels, own, pool, noise = bench._data(argparse.Namespace(data=a.data, size=a.size, seed=a.seed, mode=mode))
     g = torch.Generator().manual_seed(a.seed + 1)
     pick = torch.randperm(len(images), generator=g)[:a.n]
     x, y = images[pick], torch.as_tensor(labels)[pick]
-    scheme = InstaHide(a.k, c1=paper_c1(a.k))
+    scheme = InstaHide(a.k, c1=paper_c1(a.k), mode=mode, public=pool, public_normalize="own")
     encs = [scheme.encrypt(x, y, seed=a.seed * 1000 + t) for t in range(a.T)]
     E = torch.cat([e.images for e in encs])
     L = torch.cat([e.labels for e in encs]).double()
     A = torch.cat([e.key.mixing(a.n) for e in encs])
     N = len(E)
     B = E.reshape(N, -1).abs().double()
-    pix = torch.randperm(B.shape[1], generator=g)[:a.pixels].sort().values
-    X = InstaHide.normalize_images(x, scheme.channel_stats(x)).reshape(a.n, -1).double()[:, pix]
-    classes, _ = class_members(L, N, a.n, "inside")
+    pix = torch.randperm(B.shape[1], generator=g)[:a.pixels].sort().values if getattr(a, "pixels", None) else None
+    X = InstaHide.normalize_images(x, scheme.channel_stats(x)).reshape(a.n, -1).double()
+    classes, _ = class_members(L, N, a.n, mode)
     cls = torch.tensor(classes)
     slot_image = torch.empty(a.n, dtype=torch.long)
     for c in cls.unique().tolist():  # the attack's slots of class c are that class's images in some order
@@ -52,7 +54,9 @@ def _challenge(a):
             raise SystemExit(f"the labels' mass gives class {c} {int((cls == c).sum())} images, the challenge has "
                              f"{len(have)}: try another --seed")
         slot_image[cls == c] = have
-    return A[:, slot_image], X[slot_image], B[:, pix], L, cls
+    if pix is not None:
+        X, B = X[:, pix], B[:, pix]
+    return A[:, slot_image], X[slot_image], B, L, cls, own, noise
 
 
 def _corrupt(A, cls, q: float, g) -> torch.Tensor:
@@ -87,7 +91,7 @@ def main():
     p.add_argument("--trim-rounds", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
-    A_true, _, B, L, cls = _challenge(a)
+    A_true, _, B, L, cls, _, _ = _challenge(a)
     _, members = class_members(L, len(B), a.n, "inside")
     grid = RowGrid(a.k, "inside", 5, paper_c1(a.k), 0.3)
     opts = labelled_options(grid, L, members, a.n, len(B), a.k, a.search, 2_000_000)

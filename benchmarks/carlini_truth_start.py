@@ -25,35 +25,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _challenge(a):
-    """``(A, X, B, labels, classes, own, noise)`` in the attack's slot order (slot j of class c: c's j-th image)."""
-    import carlini as bench
-    from reconguard.attacks.instahide.carlini_options import class_members
-    from reconguard.encoders import InstaHide
-    from reconguard.encoders.instahide import paper_c1
-
-    images, labels, own, pool, noise = bench._data(argparse.Namespace(data=a.data, size=a.size, seed=a.seed, mode="cross"))
-    g = torch.Generator().manual_seed(a.seed + 1)
-    pick = torch.randperm(len(images), generator=g)[:a.n]
-    x, y = images[pick], torch.as_tensor(labels)[pick]
-    scheme = InstaHide(a.k, c1=paper_c1(a.k), mode="cross", public=pool, public_normalize="own")
-    encs = [scheme.encrypt(x, y, seed=a.seed * 1000 + t) for t in range(a.T)]
-    L = torch.cat([e.labels for e in encs]).double()
-    A = torch.cat([e.key.mixing(a.n) for e in encs])
-    B = torch.cat([e.images for e in encs]).abs()
-    classes, _ = class_members(L, len(B), a.n, "cross")
-    cls = torch.tensor(classes)
-    slot_image = torch.empty(a.n, dtype=torch.long)
-    for c in cls.unique().tolist():
-        have = torch.nonzero(y == c).squeeze(1)
-        if len(have) != int((cls == c).sum()):
-            raise SystemExit(f"the labels' mass gives class {c} {int((cls == c).sum())} images, the challenge has "
-                             f"{len(have)}: try another --seed")
-        slot_image[cls == c] = have
-    X = InstaHide.normalize_images(x, scheme.channel_stats(x)).reshape(a.n, -1).double()
-    return A[:, slot_image], X[slot_image], B, L, cls, own, noise
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", choices=["digits", "fashion", "photos"], default="fashion")
@@ -69,7 +40,9 @@ def main():
     from reconguard.attacks.instahide.carlini_model import alternate, split_overloaded
     from reconguard.encoders.instahide import paper_c1
 
-    At, Xt, B, L, cls, own, noise = _challenge(a)
+    from carlini_basin import _challenge  # the challenge with its keys, in the attack's slot order
+
+    At, Xt, B, L, cls, own, noise = _challenge(a, mode="cross")
 
     def rows(A):
         use = (A > 0).sum(0)
