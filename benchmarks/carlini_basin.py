@@ -59,6 +59,12 @@ def _challenge(a, mode: str = "inside"):
     return A[:, slot_image], X[slot_image], B, L, cls, own, noise
 
 
+def right(A: torch.Tensor, A_true: torch.Tensor) -> tuple[float, float]:
+    """``(members, rows)``: the share of the true (encryption, member) pairs that A has, and of rows wholly right."""
+    on = A_true > 0
+    return float((A > 0)[on].double().mean()), float(((A > 0) == on).all(1).double().mean())
+
+
 def _corrupt(A, cls, q: float, g) -> torch.Tensor:
     """Each member replaced, with probability q, by a random image of its class (itself included)."""
     out = torch.zeros_like(A)
@@ -95,10 +101,9 @@ def main():
     _, members = class_members(L, len(B), a.n, "inside")
     grid = RowGrid(a.k, "inside", 5, paper_c1(a.k), 0.3)
     opts = labelled_options(grid, L, members, a.n, len(B), a.k, a.search, 2_000_000)
-    on = A_true > 0
     for q in a.q:
         A = _corrupt(A_true, cls, q, torch.Generator().manual_seed(a.seed + 7))
-        print(f"q = {q}: start, members right {float((A > 0)[on].double().mean()):.3f}", flush=True)
+        print(f"q = {q}: start, members right {right(A, A_true)[0]:.3f}", flush=True)
         X = None
         for r in range(a.rounds):
             t0 = time.perf_counter()
@@ -108,8 +113,8 @@ def main():
                 keep = res <= res.quantile(a.trim)
                 X = phase_step(A[keep], B[keep], X, starts=3, steps=100, tol=0.01, polish=50)
             A, err = opts.assign(X, B, (None, None))
-            rows = float(((A > 0) == on).all(1).double().mean())
-            print(f"  round {r}: members right {float((A > 0)[on].double().mean()):.3f}, rows right {rows:.3f}, "
+            members, rows = right(A, A_true)
+            print(f"  round {r}: members right {members:.3f}, rows right {rows:.3f}, "
                   f"error {err:,.0f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
 

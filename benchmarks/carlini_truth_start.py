@@ -40,14 +40,13 @@ def main():
     from reconguard.attacks.instahide.carlini_model import alternate, split_overloaded
     from reconguard.encoders.instahide import paper_c1
 
-    from carlini_basin import _challenge  # the challenge with its keys, in the attack's slot order
+    from carlini_basin import _challenge, right  # the challenge with its keys, in the attack's slot order
 
     At, Xt, B, L, cls, own, noise = _challenge(a, mode="cross")
 
     def rows(A):
-        use = (A > 0).sum(0)
-        return (f"rows right {((A > 0) == (At > 0)).all(1).double().mean():.3f}, members right "
-                f"{((A > 0) & (At > 0)).sum() / (At > 0).sum():.3f}, slots used {int(use.min())}–{int(use.max())} times")
+        (members, whole), use = right(A, At), (A > 0).sum(0)
+        return f"rows right {whole:.3f}, members right {members:.3f}, slots used {int(use.min())}–{int(use.max())} times"
 
     class FromStart(CarliniAttack):  # the attack's own steps, from the chosen start
         def _search(self, r, opts, Bs, prior, classes, n_hat, N, similarity, labels=None):
