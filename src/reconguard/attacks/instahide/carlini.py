@@ -61,7 +61,8 @@ resumes (kept if its error ends lower). Cross, own convention, n = 100, T = 50, 
 of X from its negative) chosen under a Gaussian model of the attacker's own images (natural crops, inside k = 3,
 n = 20: identified 0.05 → 0.40); cross mode refits X to the amplitudes' *mean* (``carlini_model.mean_link``: the
 search's RMS model shrinks contrast); then ``prior_moves`` rounds of single-pixel moves (−x, black, white) under the
-fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100).
+fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100);
+cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's

@@ -131,13 +131,31 @@ def own_prior(own: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.as_tensor(z.mean(0)), torch.as_tensor(np.linalg.inv(cov))
 
 
+def match_contrast(X: torch.Tensor, own: torch.Tensor, box) -> torch.Tensor:
+    """Each image's deviations from its own mean scaled by s = (mean per-image standard deviation of the attacker's own
+    images ``own``) / (that of ``X``), kept in ``box``, when s > 1: the recovered set is given its kind's contrast back.
+    Cross mode's images come out with less contrast than their truth — a slot fitted to a few wrong encryptions (a
+    blend's) averages towards the mean, and a least-squares fit under the public part's noise shrinks — which moves
+    them nearer to dimmer images of other people: plain nearest neighbour misses them. Measured (cross k = 6,
+    n = 100, T = 50, labels; recoveries saved before this step, scored again): Fashion-MNIST s = 1.10, identified by
+    plain NN 0.77 → 0.79, 1-to-1 SSIM 0.773 → 0.782; an earlier version's recovery s = 1.28, 0.71 → 0.85, SSIM
+    0.776 → 0.816 (identified by standardised NN unchanged: it ignores contrast). One number for the whole set, so
+    the images' relative contrast is the fit's; s ≤ 1 (a set already as contrasted as its kind, or noisier) is left as
+    the fit made it."""
+    spread = float(own.to(X.dtype).std(1).mean()) / max(float(X.std(1).mean()), 1e-12)
+    if spread <= 1.0:
+        return X
+    centre = X.mean(1, keepdim=True)
+    return torch.maximum(torch.minimum(centre + spread * (X - centre), box[1]), box[0])
+
+
 def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: int = 8, seed: int = 0,
            refit: int = 0, max_dim: int = MAX_DIM):
     """``(X, X before the refit and the moves)`` after the attack: each pixel's global sign by ``orient_by_prior``
     (``orient``), kept where the encryptions fit it no worse than 1 % (cross mode's public mean can tell a pixel's
     sign); then (cross mode) ``refit`` Adam steps on the amplitudes' error under ``carlini_model.mean_link``, the
     unbiased model of E|x̃| (the search's RMS model shrinks contrast); then ``moves`` rounds of ``prior_moves`` under
-    the same model (d ≤ ``max_dim``: the precision is d×d)."""
+    the same model (d ≤ ``max_dim``: the precision is d×d); cross mode (``refit``) ends with ``match_contrast``."""
     from .carlini_model import descend, mean_link, predict
 
     def model(A_, X_):
@@ -153,6 +171,8 @@ def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: i
         X = descend(X, B, refit, 0.02, lambda: A, model, box)[1]
     if moves and prior is not None:
         X = prior_moves(X, A, B, noise, box, prior, moves, seed)
+    if refit and noise[0] is not None:
+        X = match_contrast(X, own, box)
     return X, before
 
 
