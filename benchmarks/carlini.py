@@ -106,7 +106,7 @@ def one(a, n: int, T: int) -> dict:
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
-        s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the last steps (refit, prior moves): paired
+        s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the last steps (refit, prior moves, contrast): paired
         if a.keep:  # the recovery beside its truth, to look at or score again
             import shutil
             folder = Path(a.keep) / f"{a.data}-{a.mode}-n{n}-T{T}-seed{a.seed}"
@@ -175,7 +175,8 @@ def main():
         return
     sizes = a.sizes or ([f"{a.n}x{a.T}"] if a.n and a.T else ["20x50", "50x50", "100x50"])
     print(f"{'n':>4s} {'T':>4s} {'seed':>4s} {'CPU s':>7s} {'wall s':>7s} {'peak GiB':>8s} {'ident.':>6s} {'plain':>6s} "
-          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}  before the last steps (refit, prior moves): id. / plain / SSIM", flush=True)
+          f"{'SSIM':>6s} {'guess id.':>9s} {'guess SSIM':>10s}  before the last steps (refit, prior moves, contrast): "
+          "id. / plain / SSIM", flush=True)
     args = [v for i, v in enumerate(sys.argv[1:]) if v != "--seeds" and (i == 0 or sys.argv[i] != "--seeds")]
     for size in sizes:
         rows = []
