@@ -32,10 +32,11 @@ labels covering the private part only, summing to s_t = λ_0 + λ_1 ≥ c2): eac
 its label mass on 2 private members, the per-class counts are each class's share of the total mass, and
 the public part p_t (mass 1 − s_t) is modelled as noise with the per-pixel mean μ and variance σ² of
 public images of the kind the scheme mixes (``noise_images``): |x̃_t| ≈ √((a_t X + (1 − s_t) μ)² + v_t),
-v_t = (1 − s_t)² σ² · 2/(k − 1). **Which normalisation the owner gave the public images** — the private
-set's statistics, or their own (the reference code's and the published challenge's convention) — changes
-μ and σ² completely; ``public_normalization="auto"`` simulates mixes of the attacker's own images with the
-noise images under each and keeps the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
+v_t = γ_t (1 − s_t)² σ² · 2/(k − 1), γ_t = 1 label-free, with labels each mix's own scale from its energy (``public_scale``,
+``carlini_model.scale_noise``). **Which normalisation the owner gave the public images** — the private set's
+statistics, or their own (the reference code's and the published challenge's convention) — changes μ and σ² completely;
+``public_normalization="auto"`` simulates mixes of the attacker's own images with the noise images under each and keeps
+the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
 The public part is smooth natural-image texture, not pixel noise: the assignment's error discounts its
 ``noise_rank`` dominant directions (``carlini_model.Metric``, from simulated mixes; the X-step keeps ‖·‖²).
 
@@ -101,8 +102,8 @@ from ..base import Attack
 from ...results import Result
 from ...progress import progress
 from .carlini_local import LocalOptions, labelled_options
-from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, orient, pair_features, predict,
-                            split_overloaded)
+from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, noise_rows, orient, pair_features,
+                            predict, scale_noise, split_overloaded)
 from .carlini_options import Options, RowGrid, carlini_inputs, class_members
 from .carlini_phase import phase_step
 from .carlini_signs import settle
@@ -147,7 +148,7 @@ class _Run:
     def on(self, pixels: torch.Tensor, metric) -> _Run:
         """This run restricted to ``pixels`` (the search's subset), with that subset's ``metric``."""
         return _Run(self.solver, tuple(b[pixels] for b in self.box),
-                    tuple(None if v is None else v[pixels] for v in self.noise), metric)
+                    tuple(None if v is None else v[..., pixels] for v in self.noise), metric)
 
 
 class CarliniAttack(Attack):
@@ -160,7 +161,7 @@ class CarliniAttack(Attack):
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
-                 prior_moves: int = 8, progress: bool = False):
+                 prior_moves: int = 8, public_scale: bool = True, progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -202,7 +203,7 @@ class CarliniAttack(Attack):
         if int(phase_starts) < 0:
             raise ParameterError(f"phase_starts must be ≥ 0 (0: the amplitude descent alone), got {phase_starts}.")
         self.phase_starts = int(phase_starts)
-        self.cluster_start, self.phase_polish = bool(cluster_start), int(phase_polish)
+        self.cluster_start, self.phase_polish, self.public_scale = bool(cluster_start), int(phase_polish), bool(public_scale)
         self.search_pixels = None if search_pixels is None else check_positive_int(search_pixels, "search_pixels")
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
@@ -227,16 +228,13 @@ class CarliniAttack(Attack):
             if r.solver == "direct":
                 keep = opts.top(p, self.top_options)
                 R, own, pk = opts.rows(keep), owner[keep], p[keep] / z.new_zeros(N).index_add_(0, owner[keep], p[keep])[owner[keep]]
-                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, r.predict, r.box, weights=pk[:, None])[1]
+                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, lambda A_, X_: predict(A_, X_, *noise_rows(
+                    r.noise, own)), r.box, weights=pk[:, None])[1]
             else:
                 Aexp, W = opts.expected(p)
                 X = lift(Aexp, B, prior, W)
             res = opts.residuals(X, B, r.noise, r.metric)
         return opts.assign(X, B, r.noise, r.metric)[0]
-
-    @staticmethod
-    def _descend(r: _Run, X, B, steps: int, lr: float, rows, extra=()):
-        return descend(X, B, steps, lr, rows, r.predict, r.box, extra)
 
     def _solve(self, r: _Run, A, B, prior, X=None, steps: int | None = None):
         """X given A. Lift solver: the lifting (or ``X``), then ``steps`` (default ``refine_steps``) Adam steps on the
@@ -247,13 +245,13 @@ class CarliniAttack(Attack):
                               tol=0.01, polish=self.phase_polish)
         if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
-            X = self._descend(r, X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A)[1]
+            X = descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A, r.predict, r.box)[1]
             return flip_signs(orient(X, A, B, prior, r.predict, r.box), A, B, r.noise, r.box)
         X = lift(A, B, prior) if X is None else X
         steps = self.refine_steps if steps is None else steps
         if not steps:
             return X
-        return self._descend(r, X, B, steps, 0.05, lambda: A)[1]
+        return descend(X, B, steps, 0.05, lambda: A, r.predict, r.box)[1]
 
     def _polish(self, r: _Run, A, X, B, steps: int = 300):
         """Label-free coefficients are on a grid: refine the chosen members' coefficients (in [0, c1]; their
@@ -266,7 +264,7 @@ class CarliniAttack(Attack):
             mass = Ac.sum(1, keepdim=True)
             return Ac / mass if self.mode == "inside" else Ac * (mass.clamp(self.c2, 1.0) / mass)
 
-        return self._descend(r, X, B, steps, 0.01, rows, extra=(a,))
+        return descend(X, B, steps, 0.01, rows, r.predict, r.box, extra=(a,))
 
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
@@ -327,6 +325,8 @@ class CarliniAttack(Attack):
             chosen, noise_model, metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
                                                       self.public_normalization, self.noise_rank, self.seed,
                                                       self.normalize, pixels)
+            if labels is not None and self.public_scale:  # each encryption's public variance (carlini_model.scale_noise)
+                noise_model = scale_noise(B, labels, own, noise_model)
             r = s = _Run(solver, box, noise_model, metric)
         if pixels is not None:
             r, s = _Run(solver, box, r.noise), r.on(pixels, r.metric)

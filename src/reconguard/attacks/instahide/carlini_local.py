@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from .carlini_model import PLAIN, link
+from .carlini_model import PLAIN, link, noise_rows
 from .carlini_options import segment_argmin, segment_starts
 
 
@@ -117,7 +117,8 @@ class LocalOptions:
                 c = comps[i:i + self.chunk]
                 grp = self.comp_group[c]
                 U = rest[self.slot[c]] + self._private(c, Xf)
-                res[i:i + self.chunk] = metric(link(U, massf[grp, None], *nf) - Bf[self.group_owner[grp]])
+                owner = self.group_owner[grp]
+                res[i:i + self.chunk] = metric(link(U, massf[grp, None], *noise_rows(nf, owner)) - Bf[owner])
             grp = self.comp_group[comps]
             where, low = segment_argmin(res, grp, G)
             best = comps[where[groups]]  # best neighbours
@@ -144,7 +145,7 @@ class LocalOptions:
             self._exact = ExactStates(self)
         d = B.shape[1]
         sub = torch.randperm(d, generator=torch.Generator().manual_seed(d))[:min(self.exact_pixels, d)]
-        noise_s = tuple(None if v is None else v[sub] for v in noise)
+        noise_s = tuple(None if v is None else v[..., sub] for v in noise)
         state_err = self._exact.assign(X[:, sub], B[:, sub], noise_s)
         self.choice = segment_argmin(state_err, self.group_owner, self.n_encryptions)[0]
         A = self._rows()

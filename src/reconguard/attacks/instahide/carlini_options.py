@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ...errors import ParameterError, ShapeError
-from .carlini_model import PLAIN, Metric, link, pair_features, predict
+from .carlini_model import PLAIN, Metric, link, noise_rows, pair_features, predict
 
 
 def segment_starts(ids: torch.Tensor) -> torch.Tensor:
@@ -95,7 +95,8 @@ class Options:
         for i in range(0, len(self), chunk):
             w = self.w[i:i + chunk].to(X.dtype)
             U = (w[:, :, None] * X[self.idx[i:i + chunk]]).sum(1)
-            out[i:i + chunk] = metric(link(U, w.sum(1, keepdim=True), *noise) - B[self.owner[i:i + chunk]])
+            owner = self.owner[i:i + chunk]
+            out[i:i + chunk] = metric(link(U, w.sum(1, keepdim=True), *noise_rows(noise, owner)) - B[owner])
         return out
 
     def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:

@@ -44,7 +44,7 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
     parts = []
     for lo in range(0, d, block):
         cols = slice(lo, lo + block)
-        part_noise = tuple(None if v is None else v[cols] for v in noise)
+        part_noise = tuple(None if v is None else v[..., cols] for v in noise)
         parts.append(_phase_block(A, B[:, cols], None if X is None else X[:, cols], part_noise, starts, steps,
                                   lr * scale, g, tol, check, scale, polish))
     return torch.cat(parts, 1)
@@ -76,7 +76,8 @@ def _phase_block(A, B, X, noise, starts: int, steps: int, step: float, g, tol: f
     B2 = (B ** 2).to(torch.float32).repeat(1, K)
     rest = (1.0 - A.sum(1, keepdim=True)).to(torch.float32)
     shift = None if mu is None else rest * mu.to(torch.float32).repeat(K)
-    spread = None if mu is None else rest ** 2 * var.to(torch.float32).repeat(K)
+    tile = (K,) if var is None or var.ndim == 1 else (1, K)  # v: one per pixel, or one row per encryption too
+    spread = None if mu is None else rest ** 2 * var.to(torch.float32).repeat(*tile)
     m, v = torch.zeros_like(Z), torch.zeros_like(Z)
     b1, b2, last = 0.9, 0.999, None
     for t in range(1, int(steps) + 1):
@@ -97,7 +98,7 @@ def _phase_block(A, B, X, noise, starts: int, steps: int, step: float, g, tol: f
     Z = Z.to(B.dtype)
     if mu is None and polish:
         Z = project(A.to(B.dtype), B.repeat(1, K), Z, polish)
-    noise_k = (None, None) if mu is None else (mu.repeat(K), var.repeat(K))
+    noise_k = (None, None) if mu is None else (mu.repeat(K), var.repeat(*tile))
     err = (link(A @ Z, A.sum(1, keepdim=True), *noise_k) - B.repeat(1, K)).pow(2).sum(0).reshape(K, d)
     pick = err.argmin(0)
     return Z.reshape(n, K, d).gather(1, pick[None, None].expand(n, 1, d))[:, 0]
