@@ -102,8 +102,8 @@ from ..base import Attack
 from ...results import Result
 from ...progress import progress
 from .carlini_local import LocalOptions, labelled_options
-from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, noise_rows, orient, pair_features,
-                            predict, scale_noise, split_overloaded)
+from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, noise_pixels, noise_rows, orient,
+                            pair_features, predict, scale_noise, split_overloaded)
 from .carlini_options import Options, RowGrid, carlini_inputs, class_members
 from .carlini_phase import phase_step
 from .carlini_signs import settle
@@ -148,7 +148,7 @@ class _Run:
     def on(self, pixels: torch.Tensor, metric) -> _Run:
         """This run restricted to ``pixels`` (the search's subset), with that subset's ``metric``."""
         return _Run(self.solver, tuple(b[pixels] for b in self.box),
-                    tuple(None if v is None else v[..., pixels] for v in self.noise), metric)
+                    noise_pixels(self.noise, pixels), metric)
 
 
 class CarliniAttack(Attack):

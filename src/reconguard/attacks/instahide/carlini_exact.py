@@ -24,6 +24,8 @@ from collections import defaultdict
 
 import torch
 
+from .carlini_model import noise_rows
+
 
 class ExactStates:
     """For each state of a ``LocalOptions``: the component combinations of its two halves, bucketed by size."""
@@ -83,7 +85,7 @@ class ExactStates:
                 if mu is not None:
                     rest = (1.0 - opts.mass[g]).float()[:, None]
                     u = u + (rest * mu)[:, None, :]
-                    w = w - rest ** 2 * (var if var.ndim == 1 else var[opts.group_owner[g]])
+                    w = w - rest ** 2 * noise_rows((mu, var), opts.group_owner[g])[1]
                 alpha = u * u - w[:, None, :]
                 F = torch.cat([4 * u * u + 2 * alpha, 4 * alpha * u, 4 * u], 2)
                 G = torch.cat([v * v, v, v ** 3], 2)

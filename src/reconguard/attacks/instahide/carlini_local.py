@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from .carlini_model import PLAIN, link, noise_rows
+from .carlini_model import PLAIN, link, noise_pixels, noise_rows
 from .carlini_options import segment_argmin, segment_starts
 
 
@@ -145,7 +145,7 @@ class LocalOptions:
             self._exact = ExactStates(self)
         d = B.shape[1]
         sub = torch.randperm(d, generator=torch.Generator().manual_seed(d))[:min(self.exact_pixels, d)]
-        noise_s = tuple(None if v is None else v[..., sub] for v in noise)
+        noise_s = noise_pixels(noise, sub)
         state_err = self._exact.assign(X[:, sub], B[:, sub], noise_s)
         self.choice = segment_argmin(state_err, self.group_owner, self.n_encryptions)[0]
         A = self._rows()

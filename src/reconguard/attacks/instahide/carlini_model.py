@@ -135,6 +135,12 @@ def noise_rows(noise, rows) -> tuple:
     return noise if var is None or var.ndim == 1 else (mu, var[rows])
 
 
+def noise_pixels(noise, pixels) -> tuple:
+    """The noise model (μ, v) on ``pixels`` only (an index or slice; v with one value per pixel or one row per
+    encryption)."""
+    return tuple(None if v is None else v[..., pixels] for v in noise)
+
+
 def predict(A: torch.Tensor, X: torch.Tensor, mu: torch.Tensor | None, var: torch.Tensor | None) -> torch.Tensor:
     """The model of |x̃|: |A X| inside (``mu`` None); √((A X + (1 − s) μ)² + (1 − s)² v) cross, s = Σ_j A_tj."""
     return link(A @ X, A.sum(1, keepdim=True), mu, var)

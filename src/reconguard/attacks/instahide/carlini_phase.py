@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from .carlini_model import link
+from .carlini_model import link, noise_pixels
 
 
 def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(None, None), starts: int = 5,
@@ -44,7 +44,7 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
     parts = []
     for lo in range(0, d, block):
         cols = slice(lo, lo + block)
-        part_noise = tuple(None if v is None else v[..., cols] for v in noise)
+        part_noise = noise_pixels(noise, cols)
         parts.append(_phase_block(A, B[:, cols], None if X is None else X[:, cols], part_noise, starts, steps,
                                   lr * scale, g, tol, check, scale, polish))
     return torch.cat(parts, 1)
