@@ -55,7 +55,7 @@ def _data(a):
     split) or (``--data photos``) RGB crops of scikit-image's photographs (split "a", ten random labels) — the offline
     stand-in for CIFAR-10 — the attacker's own from other photographs. The pools are None inside."""
     from reconguard.data import load_digits
-    from reconguard.data.photos import PHOTO_SPLITS, photo_crops
+    from reconguard.data.photos import PHOTO_SPLITS, photo_crops, public_pools
     rng = np.random.default_rng(a.seed)
     if a.data == "photos":
         images = torch.as_tensor(photo_crops(3000, a.size, 3, seed=a.seed, photos=PHOTO_SPLITS["a"]), dtype=torch.float32)
@@ -78,8 +78,7 @@ def _data(a):
     if a.mode != "cross":
         return images, labels, own, None, None
     c, size = images.shape[1], images.shape[-1]
-    public, noise = (torch.as_tensor(photo_crops(2000, size, c, seed=a.seed + 2 + i, photos=p), dtype=torch.float32)
-                     for i, p in enumerate(pools))
+    public, noise = (torch.as_tensor(p, dtype=torch.float32) for p in public_pools(2000, size, c, a.seed + 2, pools))
     return images, labels, own, public, noise
 
 
@@ -98,7 +97,10 @@ def one(a, n: int, T: int) -> dict:
         if a.label_free and a.similarity_steps:  # the attacker's similarity network, trained on its own images encrypted the same way
             from reconguard.attacks.instahide import SimilarityNetwork
             net = SimilarityNetwork(images.shape[1], steps=a.similarity_steps, seed=a.seed, progress=a.progress)
-            net.fit(scheme, own)
+            # its own images mixed with *its* public images (the noise images), never the encryptor's pool
+            attacker = scheme if pool is None else InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=noise,
+                                                             public_normalize=a.public_normalize)
+            net.fit(attacker, own)
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,

@@ -178,23 +178,30 @@ def test_carlini_attack_recovers_an_inside_challenge(tmp_path):
         CarliniAttack(4, 20, max_options=10).run(enc, labels, d.images[public])
 
 
+def _pools(images):
+    """The encryptor's public pool and the attacker's noise images: crops of disjoint photographs (issue 31: the same
+    images on both sides flatter the attack)."""
+    from reconguard.data.photos import public_pools
+
+    return (torch.as_tensor(p, dtype=torch.float32) for p in public_pools(1000, images.shape[-1], images.shape[1]))
+
+
 def _cross_challenge(tmp_path, k, seed):
     import numpy as np
 
     from reconguard.attacks.instahide import make_challenge
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
-    from reconguard.experiments.instahide import public_pool
 
     d = load_digits()
     perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
     private, own = perm[:1000], perm[1000:]
-    pool = public_pool("samples", d.images.shape[1:])
+    pool, noise = _pools(d.images)
     scheme = InstaHide(k, c1=paper_c1(k), mode="cross", public=pool)
     make_challenge(scheme, d.images[private], d.labels[private], 20, 25, tmp_path / "c", tmp_path / "t", seed=seed,
                    key_seed=seed)
     enc, labels = np.load(tmp_path / "c" / "encryptions.npy"), np.load(tmp_path / "c" / "labels.npy")
-    return scheme, enc, labels, d.images[own], pool.get(torch.arange(1000))
+    return scheme, enc, labels, d.images[own], noise
 
 
 def test_carlini_attack_cross_dataset_with_and_without_labels(tmp_path):
@@ -206,13 +213,14 @@ def test_carlini_attack_cross_dataset_with_and_without_labels(tmp_path):
     scheme, enc, labels, own, noise = _cross_challenge(tmp_path / "k6", 6, 0)
     r = CarliniAttack(6, 20, c1=paper_c1(6), mode="cross").run(enc, labels, own, noise_images=noise)
     score = score_challenge(r.images, tmp_path / "k6" / "t")
-    assert score.identified >= 0.85 and score.matched_ssim >= 0.85  # measured 0.95 / 0.95–0.955 (baseline 0.05 / 0.72)
+    assert score.identified >= 0.85 and score.matched_ssim >= 0.85  # measured 0.95 / 0.947 (guess 0.05 / 0.72)
     assert score.identified >= score.baseline.identified + 0.5
     scheme, enc, labels, own, noise = _cross_challenge(tmp_path / "k4", 4, 0)
     r = CarliniAttack(4, 20, c1=paper_c1(4), mode="cross", restarts=3, anneal_restarts=0).run(
         enc, None, own, noise_images=noise)
     score = score_challenge(r.images, tmp_path / "k4" / "t")
     # label-free, the assignment search is chaotic: the same challenge gave 0.65–0.9 identified, 1-to-1 SSIM 0.67–0.79
+    # (one pool for the encryptor and the attacker; with disjoint ones, one run: 0.95, SSIM 0.93)
     # over runs (thread-order round-off), so the bar is what every run met, well above the guess (0.05)
     assert score.identified >= 0.5 and score.matched_ssim >= 0.6
     assert score.identified >= score.baseline.identified + 0.4
@@ -361,12 +369,11 @@ def _both_conventions(tmp_path, n, T, k=6, seed=0):
     from reconguard.attacks.instahide import make_challenge
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
-    from reconguard.experiments.instahide import public_pool
 
     d = load_digits()
     perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
     private, own = perm[:1000], perm[1000:]
-    pool = public_pool("samples", d.images.shape[1:])
+    pool, noise = _pools(d.images)
     out = {}
     for convention in ("private", "own"):
         scheme = InstaHide(k, c1=paper_c1(k), mode="cross", public=pool, public_normalize=convention)
@@ -374,14 +381,15 @@ def _both_conventions(tmp_path, n, T, k=6, seed=0):
         make_challenge(scheme, d.images[private], d.labels[private], n, T, folder / "c", folder / "t", seed=seed,
                        key_seed=seed)
         out[convention] = (np.load(folder / "c" / "encryptions.npy"), np.load(folder / "c" / "labels.npy"), folder / "t")
-    return out, d.images[own], pool.get(torch.arange(1000))
+    return out, d.images[own], noise
 
 
 def test_carlini_attack_under_either_public_normalisation(tmp_path):
     """Issue 15 item 5: the attack does not assume how the owner normalised the public images — it tells the
     convention from the encryptions (both ways) and recovers the images under the reference convention (public
     patches normalised with their own statistics) within 0.1 of the other convention and well above the random
-    guess. Measured on this challenge: identified 0.95 (own) vs 1.00 (private), 1-to-1 SSIM 0.93 vs 1.00, guess
+    guess. Measured on this challenge (disjoint pools): identified 0.95 (own) vs 0.95 (private), 1-to-1 SSIM 0.97 vs
+    0.95 (one pool for both sides: 0.95 vs 1.00, SSIM 0.93 vs 1.00), guess
     0.05 / 0.72. On ten challenges of this size (key seeds 0–9) the gaps are 0.05, 0.10, 0.05, 0.05, 0.05, 0.00,
     0.05, 0.00, 0.10, 0.00 (own 0.90–1.00, SSIM 0.89–0.97); n = 30, T = 30 and n = 12, T = 40 (seeds 0–2): gaps
     ≤ 0.10. Before the split move and the six starts at this size the gaps were 0.05–0.15 on seeds 0–5, and before
@@ -398,7 +406,8 @@ def test_carlini_attack_under_either_public_normalisation(tmp_path):
         assert r.public_normalization == convention and r.solver == "direct"
         scores[convention] = score_challenge(r.images, truth)
     own_s, private_s = scores["own"], scores["private"]
-    assert private_s.identified >= 0.95 and private_s.matched_ssim >= 0.95, private_s.summary()
+    # SSIM measured 0.950 with disjoint pools (1.00 with one pool for both sides): the bar leaves round-off room
+    assert private_s.identified >= 0.95 and private_s.matched_ssim >= 0.9, private_s.summary()
     assert own_s.identified >= 0.9 and own_s.matched_ssim >= 0.85, own_s.summary()
     assert abs(own_s.identified - private_s.identified) <= 0.1 + 1e-9, (own_s.summary(), private_s.summary())
     assert own_s.identified >= own_s.baseline.identified + 0.5 and own_s.matched_ssim > own_s.baseline.matched_ssim + 0.05
@@ -479,14 +488,12 @@ def test_noise_metric_picks_the_true_pair_more_often():
     from reconguard.attacks.instahide.carlini_options import Options, segment_argmin
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
-    from reconguard.experiments.instahide import public_pool
 
     d = load_digits()
     perm = torch.randperm(len(d), generator=torch.Generator().manual_seed(3))
     n, T = 30, 30
     x, y, own = d.images[perm[:n]], d.labels[perm[:n]], d.images[perm[1000:]]
-    pool = public_pool("samples", d.images.shape[1:])
-    noise = pool.get(torch.arange(1000))
+    pool, noise = _pools(d.images)
     scheme = InstaHide(6, c1=paper_c1(6), mode="cross", public=pool, public_normalize="own")
     encs = [scheme.encrypt(x, y, seed=1000 + t) for t in range(T)]
     E, L = torch.cat([e.images for e in encs]).double(), torch.cat([e.labels for e in encs]).double()
@@ -510,7 +517,7 @@ def test_noise_metric_picks_the_true_pair_more_often():
         first, _ = segment_argmin(opts.residuals(X, B, model, metric), opts.owner, len(E))
         chosen = opts.rows(first) > 0
         right[rank] = float(chosen[torch.arange(len(E))[:, None], truth].all(1).float().mean())
-    assert right[20] >= right[0] + 0.06, right  # measured 0.63 vs 0.52
+    assert right[20] >= right[0] + 0.06, right  # measured 0.66 vs 0.50 (one pool for both sides: 0.63 vs 0.52)
     sub = torch.arange(0, len(opts), 97)  # the sparse rows' residuals are the dense rows' (Σ_m w_m X[i_m] = a X)
     dense = metric(predict(opts.rows(sub), X, *model) - B[opts.owner[sub]])
     assert torch.allclose(opts.residuals(X, B, model, metric)[sub], dense, rtol=1e-9, atol=1e-9)

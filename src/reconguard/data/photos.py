@@ -44,3 +44,17 @@ def photo_crops(count: int, size: int, channels: int = 3, seed: int = 0, photos=
         crop = resize(im[y:y + s, x:x + s], (size, size), anti_aliasing=True)
         out.append(crop.transpose(2, 0, 1) if channels == 3 else crop.mean(-1)[None])
     return np.clip(np.array(out), 0.0, 1.0)
+
+
+def public_pools(count: int, size: int, channels: int = 3, seed: int = 0,
+                 sources=(PHOTO_SPLITS["a"], PHOTO_SPLITS["b"])) -> tuple[np.ndarray, np.ndarray]:
+    """Two public pools cut from *disjoint* photographs (``sources``: the encryptor's, the attacker's): the images an
+    InstaHide encryptor mixes in cross mode, and the ones an attacker models that public part with. The same images
+    on both sides flatter the attack (issue 31), so every test and benchmark takes them from here. Each is
+    ``photo_crops(count, size, channels, seed + i, photos=sources[i])``."""
+    from ..errors import ParameterError
+
+    overlap = set(sources[0]) & set(sources[1])
+    if overlap:
+        raise ParameterError(f"the two pools share photographs {sorted(overlap)}: give disjoint sources.")
+    return tuple(photo_crops(count, size, channels, seed=seed + i, photos=p) for i, p in enumerate(sources))
