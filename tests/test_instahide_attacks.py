@@ -286,6 +286,31 @@ def test_instahide_attacks_smoke_recipe(tmp_path):
     assert "carlini" in summary_text(result, out)
 
 
+def test_attack_suite_attacker_never_sees_the_encryptors_pool(monkeypatch):
+    """Issue 31: in cross mode the suite's attacker models the public part with its own images, cut from photographs
+    disjoint from the encryptor's pool — the noise images and the scheme it rebuilds (which trains the similarity
+    network and the demasker) share no image with the pool the challenge was encrypted with."""
+    from reconguard.experiments import instahide_attacks as suite
+    from reconguard.experiments import run_recipe
+
+    seen = []
+    real = suite._recover
+
+    def spy(p, c, attack):
+        seen.append(c)
+        return real(p, c, attack)
+
+    monkeypatch.setitem(suite.SUITE, "carlini", spy)
+    result = run_recipe("instahide-attacks", "smoke", progress=False, overrides={
+        "attacks": ["carlini"], "schemes": [{"scheme": "instahide", "mode": "cross", "k": 4}]})
+    assert seen and result.rows[1].identified is not None
+    c = seen[0]
+    pool, noise, rebuilt = (torch.as_tensor(x).flatten(1) for x in (c.scheme.public, c.noise, c.attacker.public))
+    assert c.attacker is not c.scheme and c.attacker.k == c.scheme.k and c.attacker.mode == "cross"
+    assert torch.equal(noise, rebuilt)
+    assert not bool((torch.cdist(noise, pool).min(1).values < 1e-6).any())  # no image of the pool on the attacker's side
+
+
 def test_public_search_against_randomly_cropped_patches():
     """Section 5.3: random crops defeat the alignment-based search (cosine at the centre crop); a search over
     crop positions recovers part of it, and the attacker's learned scorer (trained on its own mixes) more."""

@@ -103,7 +103,8 @@ class _Challenge:
     owner: torch.Tensor
     own: object          # the attacker's own digits (an ImageDataset)
     stats: tuple
-    pool: object
+    noise: object        # cross mode: the attacker's images like the public pool, from photographs disjoint from it
+    attacker: object     # the scheme as the attacker rebuilds it: the encryptor's settings, its own noise images
     n: int
     T: int
 
@@ -123,15 +124,15 @@ def _recover(p, c: _Challenge, attack: str):
     free = name == "carlini" and variant
     if free and p.similarity_steps:
         net = SimilarityNetwork(c.enc.shape[1], steps=p.similarity_steps, seed=0)
-        net.fit(c.scheme, c.own.images, stats=c.stats)
+        net.fit(c.attacker, c.own.images, stats=c.stats)
         sim = net.run(c.enc, c.owner[:, None] == c.owner[None, :])
         similarity = sim.scores
         if sim.auc is not None:
             extra["similarity_auc_same_owner"] = sim.auc
     obs = EncryptedRelease(c.enc, None if free else c.labels, c.scheme.k, c.mode, c.n, c.scheme.c1,
                            getattr(c.scheme, "c2", 0.3), getattr(c.scheme, "normalize", "dataset"))
-    noise = c.pool.get(torch.arange(min(len(c.pool), 2000))) if c.mode == "cross" else None
-    know = Knowledge(images=c.own.images, labels=c.own.labels, noise_images=noise, scheme=c.scheme, similarity=similarity)
+    know = Knowledge(images=c.own.images, labels=c.own.labels, noise_images=c.noise, scheme=c.attacker,
+                     similarity=similarity)
     options = ({"restarts": p.restarts} if name == "carlini" else
                {"m": p.m, "demask": variant, "demask_epochs": p.demask_epochs, "demask_images": p.demask_images,
                 "seed": 0})
@@ -160,9 +161,12 @@ SUITE = {**{name: _recover for name in VARIANTS}, "ks": _ks, "pairs": _pairs}
 ATTACKS = tuple(SUITE)
 
 
-def _one_scheme(p, spec, private, own, pool, attacks):
-    """``(rows, examples, label)``: the random-guess row and every attack's row on one scheme's fresh challenge."""
+def _one_scheme(p, spec, private, own, pools, attacks):
+    """``(rows, examples, label)``: the random-guess row and every attack's row on one scheme's fresh challenge.
+    ``pools``: the encryptor's public pool and the attacker's noise images (disjoint photographs), or None."""
+    pool, noise = pools or (None, None)
     scheme, label = _scheme(spec, pool)
+    attacker = scheme if scheme.mode != "cross" else _scheme(spec, noise)[0]
     name, mode = label.split(" k=")[0].split()[0], spec.get("mode", "inside")
     with tempfile.TemporaryDirectory() as tmp:
         make_challenge(scheme, private.images, private.labels, p.n, p.T, Path(tmp) / "c", Path(tmp) / "t",
@@ -170,7 +174,8 @@ def _one_scheme(p, spec, private, own, pool, attacks):
         load = lambda f: torch.from_numpy(np.load(Path(tmp) / f))  # noqa: E731
         truth = load("t/private.npy")
         c = _Challenge(scheme, mode, load("c/encryptions.npy"), load("c/labels.npy"), load("t/assignment.npy"),
-                       own, scheme.channel_stats(own.images), pool, p.n, p.T)
+                       own, scheme.channel_stats(own.images), noise if scheme.mode == "cross" else None, attacker,
+                       p.n, p.T)
         ex = {"truth": truth}
         guess = score_challenge(truth, Path(tmp) / "t").baseline
         rows = [AttackRow(name, mode, scheme.k, GUESS, guess.identified, guess.matched_ssim, {}, 0.0)]
@@ -203,16 +208,17 @@ def run_attacks(p: AttackSuiteParams, progress=None, units=None) -> tuple[list, 
     bad = set(attacks) - set(ATTACKS)
     if bad:
         raise UnknownOptionError(f"unknown attacks {sorted(bad)}; known: {', '.join(ATTACKS)}.")
-    pool = None
+    pools = None
     rows, examples = [], {}
     for spec in p.schemes:
         key = repr(sorted(spec.items()))
         saved = units.get(key)
         if saved is None:
-            if spec.get("mode") == "cross" and pool is None:
-                from .instahide import public_pool
-                pool = public_pool("samples", private.shape)
-            new, ex, label = _one_scheme(p, spec, private, own, pool, attacks)
+            if spec.get("mode") == "cross" and pools is None:  # the encryptor's and the attacker's: disjoint photographs
+                from ..data.photos import public_pools
+                pools = tuple(torch.as_tensor(q, dtype=torch.float32)
+                              for q in public_pools(2000, private.shape[-1], private.shape[0], p.seed))
+            new, ex, label = _one_scheme(p, spec, private, own, pools, attacks)
             units.put(key, {"rows": [plain(r) for r in new], "label": label, "examples": ex})
             saved = {"rows": new, "label": label, "examples": ex}
         else:
