@@ -2,7 +2,9 @@
 digits (``--size 28``: resized to 28×28; ``--size 8``: the raw 8×8), Fashion-MNIST (``--data fashion``: Debian's
 ``dataset-fashion-mnist``; private images from the training split, the attacker's own from the test split) or RGB
 crops of scikit-image's photographs (``--data photos``, the offline stand-in for CIFAR-10: private crops from
-PHOTO_SPLITS["a"], the attacker's own from other photographs) — inside k = 4 by default, ``--mode cross --k 6``: two
+PHOTO_SPLITS["a"], the attacker's own from other photographs), or CIFAR-10 from a folder the user has (``--data cifar10
+--root DIR``: its python batches; private images from the training batches, the attacker's own from the test batch,
+the real labels) — inside k = 4 by default, ``--mode cross --k 6``: two
 private images + k − 2 public ones per mix, the public ones normalised with the private set's statistics or,
 ``--public-normalize own``, their own (the reference code's and the published challenge's convention). **The
 encryptor's public pool and the attacker's noise images come from disjoint photographs** (ENCRYPTOR_PHOTOS vs
@@ -13,6 +15,7 @@ clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carl
 
     python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
+    python benchmarks/carlini.py --data cifar10 --root ~/data/cifar-10-batches-py --mode cross --k 6 --n 100 --T 50
 
 Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its
 CPU-seconds (``attack_cpu_seconds``, every thread of the process) and wall time, peak resident memory, and the
@@ -53,7 +56,8 @@ def _data(a):
     """``(private images, their labels, the attacker's own images, encryptor's public pool, attacker's noise
     images)``: digits (``--size``: resized), Fashion-MNIST (training images private, the attacker's from the test
     split) or (``--data photos``) RGB crops of scikit-image's photographs (split "a", ten random labels) — the offline
-    stand-in for CIFAR-10 — the attacker's own from other photographs. The pools are None inside."""
+    stand-in for CIFAR-10 — the attacker's own from other photographs — or CIFAR-10 from ``--root`` (5,000 training
+    images at random, the attacker's own from the test batch). The pools are None inside."""
     from reconguard.data import load_digits
     from reconguard.data.photos import PHOTO_SPLITS, photo_crops, public_pools
     rng = np.random.default_rng(a.seed)
@@ -63,12 +67,14 @@ def _data(a):
         own = torch.as_tensor(photo_crops(OWN_IMAGES, a.size, 3, seed=a.seed + 1, photos=ATTACKER_PHOTOS),
                               dtype=torch.float32)
         pools = (ENCRYPTOR_PHOTOS, ATTACKER_PHOTOS)
-    elif a.data == "fashion":
-        from reconguard.data import load_fashion_mnist
-        train, test = load_fashion_mnist(split="train"), load_fashion_mnist(split="test")
-        pick = torch.as_tensor(rng.choice(len(train.images), 5000, replace=False))
+    elif a.data in ("fashion", "cifar10"):
+        from reconguard.data import load_cifar10, load_fashion_mnist
+        load = (lambda split: load_cifar10(a.root, split)) if a.data == "cifar10" else (
+            lambda split: load_fashion_mnist(a.root, split))
+        train, test = load("train"), load("test")
+        pick = torch.as_tensor(rng.choice(len(train.images), min(5000, len(train.images)), replace=False))
         images, labels = train.images[pick], train.labels[pick]
-        own = test.images[torch.as_tensor(rng.choice(len(test.images), OWN_IMAGES, replace=False))]
+        own = test.images[torch.as_tensor(rng.choice(len(test.images), min(OWN_IMAGES, len(test.images)), replace=False))]
         pools = (PHOTO_SPLITS["a"], PHOTO_SPLITS["b"])
     else:
         d = load_digits(a.size)
@@ -117,7 +123,7 @@ def one(a, n: int, T: int) -> dict:
             np.save(folder / "recovered_before_last_steps.npy", r.unrefined.numpy())
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
-            "k": a.k, "mode": a.mode, "size": a.size, "labels": not a.label_free,
+            "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,
             "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
             "search_pixels": a.search_pixels, "similarity_steps": a.similarity_steps if a.label_free else 0,
@@ -147,9 +153,12 @@ def main():
     ap.add_argument("--n", type=int, default=None)
     ap.add_argument("--T", type=int, default=None)
     ap.add_argument("--size", type=int, default=28, help="image side in pixels (8: the raw digits)")
-    ap.add_argument("--data", choices=["digits", "fashion", "photos"], default="digits",
-                    help="fashion: Fashion-MNIST (Debian's dataset-fashion-mnist); photos: RGB crops of scikit-image's "
-                    "photographs, the attacker's own from other photographs")
+    ap.add_argument("--data", choices=["digits", "fashion", "photos", "cifar10"], default="digits",
+                    help="fashion: Fashion-MNIST (Debian's dataset-fashion-mnist, or --root); photos: RGB crops of "
+                    "scikit-image's photographs, the attacker's own from other photographs; cifar10: CIFAR-10's python "
+                    "batches from --root")
+    ap.add_argument("--root", default=None, help="the data folder: CIFAR-10's python batches (--data cifar10), or "
+                    "Fashion-MNIST's IDX files instead of the Debian package")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=1, help="fresh challenges per size (seeds seed, seed+1, …): the "
                     "row is their mean and worst")
@@ -172,6 +181,9 @@ def main():
     ap.add_argument("--json", default=None, help="append one JSON line per challenge, and one summary per size, here")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one size in this process
     a = ap.parse_args()
+    if a.data == "cifar10" and not a.root:
+        ap.error("--data cifar10 needs --root DIR: the folder holding CIFAR-10's python batches (data_batch_1 … "
+                 "data_batch_5, test_batch; or their cifar-10-batches-py folder).")
     if a.one:
         print(json.dumps(one(a, *(int(v) for v in a.one.split("x")))))
         return

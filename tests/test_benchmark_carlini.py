@@ -1,0 +1,44 @@
+"""``benchmarks/carlini.py --data cifar10 --root DIR`` (issue 31: "any CIFAR-10 folder a user has"): the user's python
+batches become the challenge (32×32 RGB, their labels), and a missing folder or --root is a clear error."""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "carlini.py"
+
+
+def _cifar(folder: Path, per_batch: int = 240):
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (per_batch, 3072)).astype(np.uint8),
+                 b"labels": list(rng.integers(0, 10, per_batch))}
+        (folder / name).write_bytes(pickle.dumps(batch))
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def test_carlini_benchmark_runs_on_a_users_cifar10_folder(tmp_path):
+    _cifar(tmp_path / "cifar-10-batches-py")
+    out = _run("--data", "cifar10", "--root", str(tmp_path), "--k", "2", "--n", "6", "--T", "4",
+               "--json", str(tmp_path / "rows.jsonl"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    row = json.loads((tmp_path / "rows.jsonl").read_text().splitlines()[0])
+    # the user's images, not a stand-in: 32×32 (the photos' default side is 28), the training batches' 1,200 images
+    # minus the 6 private ones as the gallery's non-members
+    assert row["data"] == "cifar10" and row["size"] == 32 and row["n"] == 6 and row["nonmembers"] == 1194
+    assert 0.0 <= row["identified"] <= 1.0 and row["attack_cpu_seconds"] > 0
+
+
+def test_carlini_benchmark_cifar10_needs_its_folder(tmp_path):
+    out = _run("--data", "cifar10", "--n", "6", "--T", "4", cwd=tmp_path)
+    assert out.returncode != 0 and "--root DIR" in out.stderr
+    out = _run("--data", "cifar10", "--root", str(tmp_path / "nowhere"), "--n", "6", "--T", "4", cwd=tmp_path)
+    assert out.returncode != 0 and "CIFAR-10" in out.stderr and "Traceback" not in out.stderr.splitlines()[-1]
