@@ -69,8 +69,9 @@ def _data(a):
         pools = (ENCRYPTOR_PHOTOS, ATTACKER_PHOTOS)
     elif a.data in ("fashion", "cifar10"):
         from reconguard.data import load_cifar10, load_fashion_mnist
-        load = (lambda split: load_cifar10(a.root, split)) if a.data == "cifar10" else (
-            lambda split: load_fashion_mnist(a.root, split))
+        root = getattr(a, "root", None)  # carlini_basin._challenge passes no --root
+        load = (lambda split: load_cifar10(root, split)) if a.data == "cifar10" else (
+            lambda split: load_fashion_mnist(root, split))
         train, test = load("train"), load("test")
         pick = torch.as_tensor(rng.choice(len(train.images), min(5000, len(train.images)), replace=False))
         images, labels = train.images[pick], train.labels[pick]

@@ -289,7 +289,7 @@ class CarliniAttack(Attack):
         from ...encoders.instahide import InstaHide
 
         start = time.perf_counter()
-        E, public, noise, similarity = carlini_inputs(encryptions, public, noise_images, similarity, self.n)
+        E, public, noise, similarity = carlini_inputs(encryptions, public, noise_images, similarity, self.n, self.members)
         N = E.shape[0]
         if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
             raw = torch.as_tensor(labels)

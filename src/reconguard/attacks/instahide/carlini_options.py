@@ -213,6 +213,8 @@ def class_members(L: torch.Tensor, N: int, n: int, mode: str, tol: float = 1e-4)
     within ``tol``)."""
     if L.ndim != 2 or L.shape[0] != N:
         raise ShapeError(f"labels must be N×classes with N = {N}, got {tuple(L.shape)}.")
+    if not bool(torch.isfinite(L).all()) or float(L.min()) < 0:
+        raise ParameterError("the soft labels must be finite and ≥ 0 (each encryption's coefficient mass per class).")
     mass = L.sum(1)
     if mode == "inside" and (mass - 1).abs().max() > tol:
         raise ParameterError("the soft labels do not sum to 1: inside-dataset InstaHide labels do; for "
@@ -229,20 +231,29 @@ def class_members(L: torch.Tensor, N: int, n: int, mode: str, tol: float = 1e-4)
     return classes, members
 
 
-def carlini_inputs(encryptions, public, noise_images, similarity, n: int | None):
+def carlini_inputs(encryptions, public, noise_images, similarity, n: int | None, members: int = 1):
     """``CarliniAttack.run``'s inputs as float tensors, their shapes checked against each other (``n``: the number of
-    private images, which the attack needs)."""
+    private images, which the attack needs; ``members``: private images per encryption)."""
+    from ...checks import check_finite, check_images
+
     E = torch.as_tensor(encryptions, dtype=torch.float64)
-    if E.ndim != 4:
-        raise ShapeError(f"encryptions must be N×C×H×W, got shape {tuple(E.shape)}.")
+    if E.ndim != 4 or E.shape[0] == 0:
+        raise ShapeError(f"encryptions must be N×C×H×W with N ≥ 1, got shape {tuple(E.shape)}.")
+    check_finite(E, "encryptions")
     N = E.shape[0]
     if n is None:
         raise ParameterError("give n (the number of private images): the class counts are its share of the "
                              "label mass, and without labels it is the number of images to recover.")
-    public = torch.as_tensor(public, dtype=torch.float32)
+    if n > N * members:
+        raise ParameterError(f"{N} encryptions of {members} private images each hold at most {N * members} distinct "
+                             f"images, fewer than n = {n}: give the number of private images the encryptions were made from.")
+    # the attacker's own / noise images are pixels in [0, 1] (their statistics normalise the recovery): 0..255 or
+    # already-normalised images would silently give a wrong normalisation
+    public = check_images(torch.as_tensor(public, dtype=torch.float32), "public (the attacker's own images)")
     if tuple(public.shape[1:]) != tuple(E.shape[1:]):
         raise ShapeError(f"public images {tuple(public.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
-    noise = public if noise_images is None else torch.as_tensor(noise_images, dtype=torch.float32)
+    noise = public if noise_images is None else check_images(torch.as_tensor(noise_images, dtype=torch.float32),
+                                                             "noise_images")
     if tuple(noise.shape[1:]) != tuple(E.shape[1:]):
         raise ShapeError(f"noise_images {tuple(noise.shape[1:])} do not match the encryptions {tuple(E.shape[1:])}.")
     if similarity is not None:

@@ -1,0 +1,39 @@
+"""What users hand ``CarliniAttack.run`` wrong (issue 31): each is refused before any work, naming the problem and the
+fix — not an IndexError deep in the search, and not a silent run on pixels in 0..255."""
+
+import pytest
+import torch
+
+from reconguard import errors
+from reconguard.attacks.instahide import CarliniAttack
+from reconguard.data import load_digits
+from reconguard.encoders import InstaHide
+
+
+@pytest.fixture(scope="module")
+def challenge():
+    d = load_digits(8)
+    e = InstaHide(2).encrypt(d.images[:10], d.labels[:10], seed=0)
+    return e.images, e.labels, d.images[100:200]
+
+
+def test_carlini_refuses_bad_inputs_clearly(challenge):
+    E, L, own = challenge
+    attack = CarliniAttack(2, 10, max_iter=2)
+    holes = torch.where(torch.arange(E.numel()).reshape(E.shape) % 97 == 0, torch.nan, E)
+    with pytest.raises(errors.NonFiniteError, match="encryptions holds 7 NaN"):
+        attack.run(holes, L, own)
+    with pytest.raises(errors.ShapeError, match="N ≥ 1"):
+        attack.run(E[:0], L[:0], own)
+    with pytest.raises(errors.PixelRangeError, match="divide by 255"):  # 0..255: the normalisation would be wrong
+        attack.run(E, L, own * 255)
+    with pytest.raises(errors.PixelRangeError, match="noise_images"):
+        attack.run(E, L, own, noise_images=own - 0.5)
+    with pytest.raises(errors.ParameterError, match="≥ 0"):
+        attack.run(E, torch.where(L > 0, -L, L), own)
+    with pytest.raises(errors.ParameterError, match="finite"):
+        attack.run(E, torch.where(L > 0, torch.inf, L), own)
+    with pytest.raises(errors.ParameterError, match="at most 20 distinct images, fewer than n = 30"):
+        CarliniAttack(2, 30).run(E, L, own)  # 10 encryptions × 2 members cannot hold 30 images
+    r = attack.run(E.numpy(), L.numpy(), own.numpy())  # arrays are fine
+    assert r.images.shape == (10, 1, 8, 8) and bool(torch.isfinite(r.images).all())
