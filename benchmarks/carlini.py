@@ -70,9 +70,8 @@ def _data(a):
     elif a.data in ("fashion", "cifar10"):
         from reconguard.data import load_cifar10, load_fashion_mnist
         root = getattr(a, "root", None)  # carlini_basin._challenge passes no --root
-        load = (lambda split: load_cifar10(root, split)) if a.data == "cifar10" else (
-            lambda split: load_fashion_mnist(root, split))
-        train, test = load("train"), load("test")
+        load = load_cifar10 if a.data == "cifar10" else load_fashion_mnist  # both (root, split)
+        train, test = load(root, "train"), load(root, "test")
         pick = torch.as_tensor(rng.choice(len(train.images), min(5000, len(train.images)), replace=False))
         images, labels = train.images[pick], train.labels[pick]
         own = test.images[torch.as_tensor(rng.choice(len(test.images), min(OWN_IMAGES, len(test.images)), replace=False))]
