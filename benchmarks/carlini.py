@@ -196,10 +196,12 @@ def main():
         rows = []
         for seed in range(a.seed, a.seed + a.seeds):
             out = subprocess.run([sys.executable, __file__, *args, "--seed", str(seed), "--one", size],
-                                 capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(f"{size}: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'failed'}")
+                                 stdout=subprocess.PIPE, stderr=None if a.progress else subprocess.PIPE, text=True)
+            if out.returncode:  # with --progress the challenge's bars and its error went to this terminal
+                sys.exit(f"{size}: {out.stderr.strip().splitlines()[-1] if (out.stderr or '').strip() else 'failed (above)'}")
             row = json.loads(out.stdout.strip().splitlines()[-1])
+            if a.progress:  # end the bars' line before the row
+                print(file=sys.stderr, flush=True)
             rows.append(row)
             print(f"{row['n']:4d} {row['T']:4d} {seed:4d} {row['attack_cpu_seconds']:7.0f} {row['seconds']:7.1f} "
                   f"{row['peak_gib']:8.2f} {row['identified']:6.2f} {row['identified_plain']:6.2f} "

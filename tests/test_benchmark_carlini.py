@@ -1,5 +1,6 @@
 """``benchmarks/carlini.py --data cifar10 --root DIR`` (issue 31: "any CIFAR-10 folder a user has"): the user's python
-batches become the challenge (32×32 RGB, their labels), and a missing folder or --root is a clear error."""
+batches become the challenge (32×32 RGB, their labels), and a missing folder or --root is a clear error; --progress
+shows the challenge's bars."""
 
 import json
 import pickle
@@ -28,8 +29,9 @@ def _run(*args, cwd):
 def test_carlini_benchmark_runs_on_a_users_cifar10_folder(tmp_path):
     _cifar(tmp_path / "cifar-10-batches-py")
     out = _run("--data", "cifar10", "--root", str(tmp_path), "--k", "2", "--n", "6", "--T", "4",
-               "--json", str(tmp_path / "rows.jsonl"), cwd=tmp_path)
+               "--json", str(tmp_path / "rows.jsonl"), "--progress", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "carlini restarts" in out.stderr  # --progress: the challenge's bars reach the user (they were swallowed)
     row = json.loads((tmp_path / "rows.jsonl").read_text().splitlines()[0])
     # the user's images, not a stand-in: 32×32 (the photos' default side is 28), the training batches' 1,200 images
     # minus the 6 private ones as the gallery's non-members
