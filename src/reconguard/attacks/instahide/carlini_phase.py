@@ -24,6 +24,8 @@ digits challenges identified less (0.85 vs 0.95, own convention; label-free 0.22
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from .carlini_model import link, noise_pixels
@@ -50,6 +52,17 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
     return torch.cat(parts, 1)
 
 
+def sparse_pair(A: torch.Tensor) -> tuple:
+    """``(A, Aᵀ)`` for products with dense matrices: compressed rows when A is a mixing matrix of many images (at most a
+    quarter of its entries non-zero, n ≥ 32 — inside k = 4, n = 100: 4 %), dense otherwise. At N = 5,000, n = 100 and
+    768 columns the sparse products take 3.0 / 2.0 ms against 9.7 / 9.1 dense (float32, one core, measured)."""
+    if A.shape[1] < 32 or int((A != 0).sum()) > 0.25 * A.numel():
+        return A, A.T
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": products with dense matrices are all we use
+        warnings.simplefilter("ignore", UserWarning)
+        return A.to_sparse_csr(), A.T.contiguous().to_sparse_csr()
+
+
 def project(A: torch.Tensor, B: torch.Tensor, Z: torch.Tensor, rounds: int) -> torch.Tensor:
     """Alternating projections, ``rounds`` times: the signs s = sign(A z) fixed, z ← argmin ‖A z − s∘b‖² (one Cholesky
     factor of AᵀA shared by every pixel and start; ``B`` repeated to ``Z``'s columns). A fixed point of the all-positive
@@ -59,8 +72,9 @@ def project(A: torch.Tensor, B: torch.Tensor, Z: torch.Tensor, rounds: int) -> t
     G = A.T @ A
     G = G + (1e-9 * float(G.diagonal().mean()) + 1e-12) * torch.eye(len(G), dtype=G.dtype)  # an image no row uses
     L = torch.linalg.cholesky(G)
+    A_, AT = sparse_pair(A)
     for _ in range(int(rounds)):
-        Z = torch.cholesky_solve(A.T @ (torch.sign(A @ Z) * B), L)
+        Z = torch.cholesky_solve(AT @ (torch.sign(A_ @ Z) * B), L)
     return Z
 
 
@@ -80,8 +94,9 @@ def _phase_block(A, B, X, noise, starts: int, steps: int, step: float, g, tol: f
     spread = None if mu is None else rest ** 2 * var.to(torch.float32).repeat(*tile)
     m, v = torch.zeros_like(Z), torch.zeros_like(Z)
     b1, b2, last = 0.9, 0.999, None
+    A_, AT = sparse_pair(A32)
     for t in range(1, int(steps) + 1):
-        U = A32 @ Z
+        U = A_ @ Z
         if shift is not None:
             U += shift
         inten = U * U if spread is None else U * U + spread
@@ -91,7 +106,7 @@ def _phase_block(A, B, X, noise, starts: int, steps: int, step: float, g, tol: f
             if last is not None and last - loss <= tol * last:
                 break
             last = loss
-        grad = A32.T @ (4.0 * gap * U)      # d/dZ Σ (link² − b²)², link² = (AZ + rμ)² + r²v
+        grad = AT @ (4.0 * gap * U)      # d/dZ Σ (link² − b²)², link² = (AZ + rμ)² + r²v
         m.mul_(b1).add_(grad, alpha=1 - b1)
         v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         Z -= step * (m / (1 - b1 ** t)) / ((v / (1 - b2 ** t)).sqrt() + 1e-8)
