@@ -2,7 +2,9 @@
 members replaced by random images of their class, alternate the attack's two steps — the phase X-step
 (``carlini_phase.phase_step``) and the labelled assignment (``search="exact"`` by default) — and print, each round,
 the share of (encryption, member) pairs right, the share of rows wholly right and the error. A start below the
-basin falls to the error of a random one; the README's "how good a start must be" rows come from
+basin falls to the error of a random one within the script's rounds (the attack's full alternation, run to the end
+with its split moves, recovers RGB 32×32 crops inside k = 4 at n = 100 from a random start: README); the README's
+"how good a start must be" rows come from
 
     python benchmarks/carlini_basin.py --data photos --size 32 --n 100 --T 50 --pixels 256 --q 0.3 0.5 1.0
 
