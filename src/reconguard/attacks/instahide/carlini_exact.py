@@ -36,6 +36,7 @@ from collections import defaultdict
 import torch
 
 from .carlini_model import noise_rows
+from .carlini_options import ranges
 
 
 class ExactStates:
@@ -64,18 +65,18 @@ class ExactStates:
             if is_shared:
                 s = second[0]
                 Q = self.unit_local[starts[s]:starts[s] + sizes[s]].tolist()
-                key = ("shared", int(self.slot_family[s]), len(P), len(Q), len(first))
+                key = ("shared", int(self.slot_family[s]), len(P), len(Q), len(first), 1)
             else:
                 Q = self._combos(second, starts, sizes)
-                key = ("pairs", len(P), len(Q), len(first), len(second))
+                key = ("pairs", None, len(P), len(Q), len(first), len(second))
             b = buckets[key]
             b[0].append(g)
             b[1].append(P)
             b[2].append(Q)
             b[3].append(first + second)
-        self.buckets = [(key[0], key[1] if key[0] == "shared" else None, torch.tensor(g), torch.tensor(p, dtype=torch.long),
-                         torch.tensor(q, dtype=torch.long), torch.tensor(s, dtype=torch.long), key[-2 if key[0] == "pairs" else -1] == 0)
-                        for key, (g, p, q, s) in buckets.items()]
+        self.buckets = [(plan, fam, torch.tensor(g), torch.tensor(p, dtype=torch.long), torch.tensor(q, dtype=torch.long),
+                         torch.tensor(s, dtype=torch.long), n_first == 0)
+                        for (plan, fam, _, _, n_first, _), (g, p, q, s) in buckets.items()]
 
     @staticmethod
     def _steady_mass(opts) -> torch.Tensor:
@@ -99,8 +100,7 @@ class ExactStates:
             return
         slots = torch.tensor(shared_slots)
         count = torch.tensor(sizes)[slots]
-        comps = torch.repeat_interleave(torch.tensor(starts)[slots], count) + (
-            torch.arange(int(count.sum())) - torch.repeat_interleave(count.cumsum(0) - count, count))
+        comps = ranges(torch.tensor(starts)[slots], count)
         slot_of = torch.repeat_interleave(slots, count)
         w = opts.w[comps]
         on = w > 0

@@ -22,7 +22,7 @@ import math
 import torch
 
 from .carlini_model import PLAIN, link, noise_pixels, noise_rows
-from .carlini_options import segment_argmin, segment_starts
+from .carlini_options import ranges, segment_argmin, segment_starts
 
 
 class LocalOptions:
@@ -72,9 +72,7 @@ class LocalOptions:
     def _comps_of(self, groups: torch.Tensor) -> torch.Tensor:
         """The components of ``groups`` (each group's contiguous range, in group order)."""
         ends = torch.cat([self.group_start[1:], torch.tensor([len(self)])])
-        sizes = ends[groups] - self.group_start[groups]
-        offsets = torch.arange(int(sizes.sum())) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
-        return torch.repeat_interleave(self.group_start[groups], sizes) + offsets
+        return ranges(self.group_start[groups], ends[groups] - self.group_start[groups])
 
     def _rows(self) -> torch.Tensor:
         """Each encryption's row: its chosen state's components, summed."""

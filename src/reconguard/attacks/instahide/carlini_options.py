@@ -8,7 +8,7 @@
 * ``Options``: every encryption's candidate rows, flat, and their residuals in chunks — O(options·(n + d)) time
   per assignment, O(chunk·d) memory beyond the rows themselves; rows shared by every encryption (label-free) by
   ``Metric.nearest``: O(N·options·d) time, O(options·d) memory.
-* ``segment_starts`` / ``segment_argmin``: the two index idioms both searches (this one and ``carlini_local``)
+* ``segment_starts`` / ``ranges`` / ``segment_argmin``: the index idioms the searches (this one and ``carlini_local``)
   share (where each run of a sorted id starts; each segment's smallest value).
 """
 
@@ -28,6 +28,12 @@ from .carlini_model import PLAIN, Metric, link, noise_rows, pair_features, predi
 def segment_starts(ids: torch.Tensor) -> torch.Tensor:
     """Where each run of equal values in the sorted ``ids`` starts."""
     return torch.cat([torch.tensor([0]), torch.nonzero(torch.diff(ids)).squeeze(1) + 1])
+
+
+def ranges(starts: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """The indices ``starts[i] … starts[i] + sizes[i] − 1`` of every range, concatenated in order."""
+    offsets = torch.arange(int(sizes.sum())) - torch.repeat_interleave(sizes.cumsum(0) - sizes, sizes)
+    return torch.repeat_interleave(starts, sizes) + offsets
 
 
 def segment_argmin(values: torch.Tensor, ids: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
