@@ -94,7 +94,11 @@ def one(a, n: int, T: int) -> dict:
     from reconguard.encoders.instahide import paper_c1
 
     images, labels_all, own, pool, noise = _data(a)
-    scheme = InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=pool, public_normalize=a.public_normalize)
+    # --normalize published: fixed channel constants of the private source (all its images, not the n picked), part
+    # of the scheme's public code as InstaHide's CIFAR-10 constants are, so the attack de-normalises with them
+    normalize = "dataset" if a.normalize == "dataset" else InstaHide(a.k).channel_stats(torch.as_tensor(images, dtype=torch.float32))
+    scheme = InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=pool, public_normalize=a.public_normalize,
+                       normalize=normalize)
     with tempfile.TemporaryDirectory() as tmp:
         make_challenge(scheme, images, labels_all, n, T, Path(tmp) / "c", Path(tmp) / "t", seed=a.seed + n + T)
         enc, labels = np.load(Path(tmp) / "c" / "encryptions.npy"), np.load(Path(tmp) / "c" / "labels.npy")
@@ -105,12 +109,12 @@ def one(a, n: int, T: int) -> dict:
             net = SimilarityNetwork(images.shape[1], steps=a.similarity_steps, seed=a.seed, progress=a.progress)
             # its own images mixed with *its* public images (the noise images), never the encryptor's pool
             attacker = scheme if pool is None else InstaHide(a.k, c1=paper_c1(a.k), mode=a.mode, public=noise,
-                                                             public_normalize=a.public_normalize)
+                                                             public_normalize=a.public_normalize, normalize=normalize)
             net.fit(attacker, own)
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
-                          progress=a.progress).run(
+                          normalize=normalize, progress=a.progress).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
@@ -124,7 +128,7 @@ def one(a, n: int, T: int) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,
-            "public_normalize": a.public_normalize, "assumed": r.public_normalization, "solver": r.solver,
+            "public_normalize": a.public_normalize, "normalize": a.normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
             "search_pixels": a.search_pixels, "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
@@ -165,6 +169,10 @@ def main():
     ap.add_argument("--mode", choices=["inside", "cross"], default="inside")
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--public-normalize", choices=["private", "own"], default="own")
+    ap.add_argument("--normalize", choices=["dataset", "published"], default="dataset", help="the owner's pixel "
+                    "normalisation: dataset — the n private images' channel statistics, which the attacker never sees "
+                    "(it de-normalises with its own images'); published — fixed constants of the private source (all "
+                    "its images), part of the scheme's code as InstaHide's CIFAR-10 constants are, read by the attack")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "
@@ -217,7 +225,7 @@ def main():
         if a.json:
             with open(a.json, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"summary": True, **{k: v for k, v in rows[0].items() if k in (
-                    "data", "n", "T", "k", "mode", "size", "labels", "public_normalize", "search_pixels")}, **summary}) + "\n")
+                    "data", "n", "T", "k", "mode", "size", "labels", "public_normalize", "normalize", "search_pixels")}, **summary}) + "\n")
 
 
 if __name__ == "__main__":
