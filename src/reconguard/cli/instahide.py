@@ -43,6 +43,8 @@ def _cmd_instahide_train(args, run) -> int:
 
 
 def _cmd_challenge(args, run) -> int:
+    import torch
+
     from ..attacks.instahide import make_challenge
     from ..encoders import InstaHide
     from ..encoders.instahide import paper_c1
@@ -57,8 +59,11 @@ def _cmd_challenge(args, run) -> int:
         from ..errors import ParameterError
         raise ParameterError("--truth must be another folder than --out: the ground truth is kept apart.")
     pub = public_pool(args.public, data.shape) if args.mode == "cross" else None
-    scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub,
-                       num_classes=int(data.labels.max()) + 1, public_normalize=args.public_normalize)
+    normalize = args.normalization
+    if normalize == "published":  # fixed constants of the whole data set, recorded in challenge.json for the attack
+        normalize = InstaHide(args.k).channel_stats(torch.as_tensor(data.images, dtype=torch.float32))
+    scheme = InstaHide(args.k, c1=paper_c1(args.k), mode=args.mode, public=pub, num_classes=int(data.labels.max()) + 1,
+                       public_normalize=args.public_normalize, normalize=normalize)
     with atomic_directory(out, run.command, args.force) as tmp_out, \
             atomic_directory(truth, run.command, args.force) as tmp_truth:  # both or neither, files listed
         make_challenge(scheme, data.images, data.labels, args.n, args.T, tmp_out, tmp_truth, seed=args.seed)
@@ -171,6 +176,10 @@ def register(sub) -> None:
     sp.add_argument("--public-normalize", choices=["private", "own"], default="private",
                     help="cross mode: normalise the public images with the private set's statistics or their own "
                     "(the reference code's and the published challenge's convention)")
+    sp.add_argument("--normalization", choices=["dataset", "published", "symmetric"], default="dataset",
+                    help="the owner's pixel normalisation: the n private images' channel statistics (never published), "
+                    "fixed constants of the whole data set recorded in challenge.json (as InstaHide's code fixes "
+                    "CIFAR-10's: the attack reads them), or [-1, 1]")
     sp.add_argument("--truth", help="folder for the ground truth (default: <out>-truth)")
     sp.set_defaults(func=_cmd_challenge)
     sp = isub.add_parser("attack", help="attack a challenge: carlini (lifting), averaging (weak, optional demasking), ks")
