@@ -12,9 +12,14 @@ ATTACKER_PHOTOS for photos, the two PHOTO_SPLITS otherwise). With ``--label-free
 al.'s similarity network on its own images encrypted with the same scheme (it is told the scheme) and the attack
 clusters the encryptions on its scores. ``--cluster-start`` (labelled) starts the alternation from the encryptions
 clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carlini_start``) instead of a random one.
+The owner normalises pixels with the n private images' own channel statistics by default, which the attacker never
+sees (it de-normalises with its own images' statistics); ``--normalize published`` gives the scheme fixed constants of
+the whole private source instead, recorded in the challenge and read by the attack, as InstaHide's code fixes
+CIFAR-10's (the published challenge's convention).
 
     python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
+    python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --search-pixels 256 --normalize published --seeds 5
     python benchmarks/carlini.py --data cifar10 --root ~/data/cifar-10-batches-py --mode cross --k 6 --n 100 --T 50
 
 Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its

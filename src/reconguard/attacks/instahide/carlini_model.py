@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from .carlini_sparse import mix
+
 
 def pair_features(A: torch.Tensor) -> torch.Tensor:
     """Rows ``a`` → the coefficients of ``aᵀ U a`` on the upper triangle of a symmetric U."""
@@ -143,7 +145,7 @@ def noise_pixels(noise, pixels) -> tuple:
 
 def predict(A: torch.Tensor, X: torch.Tensor, mu: torch.Tensor | None, var: torch.Tensor | None) -> torch.Tensor:
     """The model of |x̃|: |A X| inside (``mu`` None); √((A X + (1 − s) μ)² + (1 − s)² v) cross, s = Σ_j A_tj."""
-    return link(A @ X, A.sum(1, keepdim=True), mu, var)
+    return link(mix(A, X), A.sum(1, keepdim=True), mu, var)
 
 
 def link(U: torch.Tensor, mass: torch.Tensor, mu, var) -> torch.Tensor:

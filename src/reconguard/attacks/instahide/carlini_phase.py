@@ -24,11 +24,10 @@ digits challenges identified less (0.85 vs 0.95, own convention; label-free 0.22
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from .carlini_model import link, noise_pixels
+from .carlini_sparse import sparse_pair
 
 
 def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(None, None), starts: int = 5,
@@ -50,17 +49,6 @@ def phase_step(A: torch.Tensor, B: torch.Tensor, X: torch.Tensor | None, noise=(
         parts.append(_phase_block(A, B[:, cols], None if X is None else X[:, cols], part_noise, starts, steps,
                                   lr * scale, g, tol, check, scale, polish))
     return torch.cat(parts, 1)
-
-
-def sparse_pair(A: torch.Tensor) -> tuple:
-    """``(A, Aᵀ)`` for products with dense matrices: compressed rows when A is a mixing matrix of many images (at most a
-    quarter of its entries non-zero, n ≥ 32 — inside k = 4, n = 100: 4 %), dense otherwise. At N = 5,000, n = 100 and
-    768 columns the sparse products take 3.0 / 2.0 ms against 9.7 / 9.1 dense (float32, one core, measured)."""
-    if A.shape[1] < 32 or int((A != 0).sum()) > 0.25 * A.numel():
-        return A, A.T
-    with warnings.catch_warnings():  # "sparse CSR support is in beta": products with dense matrices are all we use
-        warnings.simplefilter("ignore", UserWarning)
-        return A.to_sparse_csr(), A.T.contiguous().to_sparse_csr()
 
 
 def project(A: torch.Tensor, B: torch.Tensor, Z: torch.Tensor, rounds: int) -> torch.Tensor:

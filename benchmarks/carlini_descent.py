@@ -1,0 +1,58 @@
+"""The amplitude descent's products with the mixing matrix (cross mode's X-step, ``carlini_model.descend`` on
+``predict``), timed in one run: dense ``A @ X`` against ``carlini_sparse.mix`` (compressed rows; two private members a
+row, so 2 % of A non-zero at n = 100). Both are the same arithmetic up to rounding, so the script prints the largest
+difference of the two end points beside the CPU-seconds of each and their ratio. Cross k = 6, the keys at hand
+(``carlini_basin._challenge``), ``--pixels`` random pixels (the attack's search pixels)::
+
+    python benchmarks/carlini_descent.py --data fashion --n 100 --T 50 --pixels 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="digits")
+    p.add_argument("--size", type=int, default=28)
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--T", type=int, default=50)
+    p.add_argument("--k", type=int, default=6)
+    p.add_argument("--pixels", type=int, default=512)
+    p.add_argument("--steps", type=int, default=30, help="Adam steps per X-step (the attack's direct_steps)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    import torch
+
+    from carlini_basin import _challenge
+    from reconguard.attacks.instahide.carlini_model import descend, link, predict
+
+    A, X_true, B, _, _, _, _ = _challenge(a, "cross")
+    mu = torch.zeros(B.shape[1], dtype=torch.float64)  # the timing does not depend on the noise model's values
+    var = B.pow(2).mean(0) - (A @ X_true).pow(2).mean(0) / A.sum(1).pow(2).mean()
+    var = var.clamp_min(1e-3)
+    start = torch.zeros_like(X_true)
+    models = {"dense": lambda A_, X_: link(A_ @ X_, A_.sum(1, keepdim=True), mu, var),
+              "compressed rows": lambda A_, X_: predict(A_, X_, mu, var)}
+    cpu, ends = {}, {}
+    for _ in range(a.repeats):
+        for name, model in models.items():
+            t = time.process_time()
+            ends[name] = descend(start, B, a.steps, 0.05, lambda: A, model)[1]
+            cpu.setdefault(name, []).append(time.process_time() - t)
+    dense, sparse = (sorted(cpu[k])[len(cpu[k]) // 2] for k in models)
+    print(f"{a.data} cross k={a.k}, N={len(A)}, n={a.n}, {B.shape[1]} pixels, {a.steps} Adam steps, "
+          f"A {float((A != 0).double().mean()):.1%} non-zero; median of {a.repeats}")
+    print(f"  dense {dense:.3f} CPU-s, compressed rows {sparse:.3f} CPU-s: {dense / sparse:.2f}×; "
+          f"end points differ by {float((ends['dense'] - ends['compressed rows']).abs().max()):.2e}")
+
+
+if __name__ == "__main__":
+    main()
