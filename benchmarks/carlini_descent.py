@@ -1,6 +1,7 @@
 """The amplitude descent's products with the mixing matrix (cross mode's X-step, ``carlini_model.descend`` on
 ``predict``), timed in one run: dense ``A @ X`` against ``carlini_sparse.mix`` (compressed rows; two private members a
-row, so 2 % of A non-zero at n = 100). Both are the same arithmetic up to rounding, so the script prints the largest
+row, so 2 % of A non-zero at n = 100), and the label-free assignment's predictions of every option (the shared rows).
+Both are the same arithmetic up to rounding, so the script prints the largest
 difference of the two end points beside the CPU-seconds of each and their ratio. Cross k = 6, the keys at hand
 (``carlini_basin._challenge``), ``--pixels`` random pixels (the attack's search pixels)::
 
@@ -33,6 +34,8 @@ def main(argv=None):
 
     from carlini_basin import _challenge
     from reconguard.attacks.instahide.carlini_model import descend, link, predict
+    from reconguard.attacks.instahide.carlini_options import RowGrid
+    from reconguard.encoders.instahide import paper_c1
 
     A, X_true, B, _, _, _, _ = _challenge(a, "cross")
     mu = torch.zeros(B.shape[1], dtype=torch.float64)  # the timing does not depend on the noise model's values
@@ -50,8 +53,20 @@ def main(argv=None):
     dense, sparse = (sorted(cpu[k])[len(cpu[k]) // 2] for k in models)
     print(f"{a.data} cross k={a.k}, N={len(A)}, n={a.n}, {B.shape[1]} pixels, {a.steps} Adam steps, "
           f"A {float((A != 0).double().mean()):.1%} non-zero; median of {a.repeats}")
-    print(f"  dense {dense:.3f} CPU-s, compressed rows {sparse:.3f} CPU-s: {dense / sparse:.2f}×; "
+    print(f"  X-step: dense {dense:.3f} CPU-s, compressed rows {sparse:.3f} CPU-s: {dense / sparse:.2f}×; "
           f"end points differ by {float((ends['dense'] - ends['compressed rows']).abs().max()):.2e}")
+    # label-free: every option's prediction (the shared rows, Options(shared=…)) before each assignment's minimum
+    rows = RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_rows(a.n)
+    X = ends["dense"]
+    cpu, out = {}, {}
+    for _ in range(a.repeats):
+        for name, model in models.items():
+            t = time.process_time()
+            out[name] = model(rows, X)
+            cpu.setdefault(name, []).append(time.process_time() - t)
+    dense, sparse = (sorted(cpu[k])[len(cpu[k]) // 2] for k in models)
+    print(f"  label-free options' predictions ({len(rows):,} rows): dense {dense:.3f} CPU-s, compressed rows "
+          f"{sparse:.3f}: {dense / sparse:.2f}×; largest difference {float((out['dense'] - out['compressed rows']).abs().max()):.2e}")
 
 
 if __name__ == "__main__":
