@@ -117,7 +117,7 @@ PUBLIC_NORMALIZATION = ("auto", "private", "own")
 
 @dataclass(frozen=True)
 class CarliniResult(Result):
-    images: torch.Tensor        # n̂×C×H×W in [0, 1] (de-normalised with the public images' statistics)
+    images: torch.Tensor        # n̂×C×H×W in [0, 1] (de-normalised: normalize's constants, or the own images' statistics)
     normalized: torch.Tensor    # n̂×d in the scheme's normalised units
     classes: torch.Tensor       # the class of each recovered image
     mixing: torch.Tensor        # N×n̂ estimated A
