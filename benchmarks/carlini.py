@@ -119,6 +119,7 @@ def one(a, n: int, T: int) -> dict:
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
+                          split_grid=a.split_grid,
                           normalize=normalize, progress=a.progress).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
@@ -135,7 +136,7 @@ def one(a, n: int, T: int) -> dict:
             "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,
             "public_normalize": a.public_normalize, "normalize": a.normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
-            "search_pixels": a.search_pixels, "similarity_steps": a.similarity_steps if a.label_free else 0,
+            "search_pixels": a.search_pixels, "split_grid": a.split_grid, "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "identified_plain": s.identified_plain, "matched_ssim": round(s.matched_ssim, 3),
             "baseline_identified": s.baseline.identified, "baseline_identified_plain": s.baseline.identified_plain,
@@ -187,6 +188,8 @@ def main():
     ap.add_argument("--cluster-start", action="store_true", help="labelled: start the alternation from the encryptions "
                     "clustered by their dominant image (carlini_start) instead of a random assignment")
     ap.add_argument("--label-free", action="store_true")
+    ap.add_argument("--split-grid", type=int, default=5, help="the coefficient grid's points per share (CarliniAttack's "
+                    "split_grid; label-free cross: 18 coefficient pairs at 5, 12 at 4)")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")
     ap.add_argument("--progress", action="store_true")
