@@ -37,3 +37,17 @@ def test_carlini_refuses_bad_inputs_clearly(challenge):
         CarliniAttack(2, 30).run(E, L, own)  # 10 encryptions × 2 members cannot hold 30 images
     r = attack.run(E.numpy(), L.numpy(), own.numpy())  # arrays are fine
     assert r.images.shape == (10, 1, 8, 8) and bool(torch.isfinite(r.images).all())
+
+
+@pytest.mark.parametrize("grid", [0, 1, -3, 2.5, True])
+def test_carlini_refuses_a_coefficient_grid_of_no_points(grid):
+    """``split_grid`` below 2 (or not an integer) gave no rows or numpy's own error, not one naming the setting."""
+    with pytest.raises(errors.ParameterError, match="split_grid must be an integer ≥ 2"):
+        CarliniAttack(6, 10, mode="cross", split_grid=grid)
+
+
+def test_carlini_refuses_a_label_free_grid_that_c1_empties():
+    """A 2-point grid puts 0.1 and 0.9 on an inside pair: both above c1 = 0.65, so no label-free row is left."""
+    with pytest.raises(errors.ParameterError, match="raise split_grid"):
+        CarliniAttack(2, 10, split_grid=2).grid.free_splits()
+    assert len(CarliniAttack(2, 10, split_grid=3).grid.free_splits()) == 1  # (0.5, 0.5)

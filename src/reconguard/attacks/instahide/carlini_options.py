@@ -153,6 +153,11 @@ class RowGrid:
     c1: float = 0.65
     c2: float = 0.3
 
+    def __post_init__(self):
+        if isinstance(self.split_grid, bool) or not isinstance(self.split_grid, (int, np.integer)) or self.split_grid < 2:
+            raise ParameterError(f"split_grid must be an integer ≥ 2 (the points of each coefficient's grid; 5 by "
+                                 f"default), got {self.split_grid!r}.")
+
     def splits(self, count: int) -> list[tuple[float, ...]]:
         """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
         grid = np.linspace(0.1, 0.9, self.split_grid)
@@ -196,7 +201,11 @@ class RowGrid:
         else:
             grid = np.linspace(0.1, self.c1, self.split_grid)
             splits = [(a, b) for a in grid for b in grid if self.c2 - 1e-9 <= a + b <= 1 + 1e-9]
-        return [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
+        out = [sp for sp in splits if max(sp) <= self.c1 + 1e-6]
+        if not out:
+            raise ParameterError(f"no label-free coefficient tuple of the {self.split_grid}-point grid keeps every "
+                                 f"coefficient ≤ c1 = {self.c1:g}: raise split_grid (5 by default).")
+        return out
 
     def free_work(self, n: int, N: int, d: int) -> int:
         """Multiply-adds of one label-free assignment over every row (N encryptions of d pixels, n images)."""
