@@ -86,6 +86,8 @@ def _data(a):
         perm = torch.randperm(len(d.images), generator=torch.Generator().manual_seed(a.seed))
         images, labels, own = d.images[perm[:-OWN_IMAGES]], d.labels[perm[:-OWN_IMAGES]], d.images[perm[-OWN_IMAGES:]]
         pools = (PHOTO_SPLITS["a"], PHOTO_SPLITS["b"])
+    if getattr(a, "random_labels", False):  # the labels' content removed: ten classes drawn at random (the crops' kind)
+        labels = torch.as_tensor(np.random.default_rng(a.seed + 5).integers(0, 10, len(images)))
     if a.mode != "cross":
         return images, labels, own, None, None
     c, size = images.shape[1], images.shape[-1]
@@ -136,7 +138,8 @@ def one(a, n: int, T: int) -> dict:
             "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,
             "public_normalize": a.public_normalize, "normalize": a.normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
-            "search_pixels": a.search_pixels, "split_grid": a.split_grid, "similarity_steps": a.similarity_steps if a.label_free else 0,
+            "random_labels": a.random_labels, "search_pixels": a.search_pixels, "split_grid": a.split_grid,
+            "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "identified_plain": s.identified_plain, "matched_ssim": round(s.matched_ssim, 3),
             "baseline_identified": s.baseline.identified, "baseline_identified_plain": s.baseline.identified_plain,
@@ -188,6 +191,8 @@ def main():
     ap.add_argument("--cluster-start", action="store_true", help="labelled: start the alternation from the encryptions "
                     "clustered by their dominant image (carlini_start) instead of a random assignment")
     ap.add_argument("--label-free", action="store_true")
+    ap.add_argument("--random-labels", action="store_true", help="replace the data's labels by ten random classes (as "
+                    "--data photos has): how much the attack owes to classes whose images look alike")
     ap.add_argument("--split-grid", type=int, default=5, help="the coefficient grid's points per share (CarliniAttack's "
                     "split_grid; label-free cross: 18 coefficient pairs at 5, 12 at 4)")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
