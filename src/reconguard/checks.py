@@ -96,6 +96,13 @@ def check_scalar(
     return v
 
 
+def check_int_at_least(value: Any, name: str, low: int, hint: str = "") -> int:
+    """An integer (not a bool) ≥ ``low``; ``hint`` (what it is, its default) goes into the error."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ParameterError(f"{name} must be an integer ≥ {low}{f' ({hint})' if hint else ''}, got {value!r}.")
+    return int(value)
+
+
 def check_positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ParameterError(f"{name} must be a positive integer, got {value!r}.")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...checks import check_int_at_least
 from ...errors import ParameterError, ShapeError
 from .carlini_model import PLAIN, Metric, link, noise_rows, pair_features, predict
 
@@ -154,9 +155,7 @@ class RowGrid:
     c2: float = 0.3
 
     def __post_init__(self):
-        if isinstance(self.split_grid, bool) or not isinstance(self.split_grid, (int, np.integer)) or self.split_grid < 2:
-            raise ParameterError(f"split_grid must be an integer ≥ 2 (the points of each coefficient's grid; 5 by "
-                                 f"default), got {self.split_grid!r}.")
+        check_int_at_least(self.split_grid, "split_grid", 2, "the points of each coefficient's grid; 5 by default")
 
     def splits(self, count: int) -> list[tuple[float, ...]]:
         """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
