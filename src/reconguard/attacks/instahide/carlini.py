@@ -55,8 +55,8 @@ Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified 
 gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most ``splits`` times): a slot holding a
 blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
 encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
-resumes (kept if its error ends lower). Cross, own convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76
-(the metric) → 0.89–0.93 (the split; three key seeds).
+resumes (kept if its error ends lower; ``split_patience`` such phases rejected in a row end the splits). Cross, own
+convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
 
 **After the attack** (``carlini_signs.settle``): each pixel's global sign (``sign_prior``; |a X| cannot tell column p
 of X from its negative) chosen under a Gaussian model of the attacker's own images (natural crops, inside k = 3,
@@ -161,7 +161,7 @@ class CarliniAttack(Attack):
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
-                 prior_moves: int = 8, public_scale: bool = True, progress: bool = False):
+                 prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -184,9 +184,7 @@ class CarliniAttack(Attack):
         self.final_refine_steps, self.direct_steps = int(final_refine_steps), check_positive_int(direct_steps, "direct_steps")
         self.n = check_positive_int(n, "n") if n is not None else None
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self._restarts, self._anneal_restarts = restarts, anneal_restarts
-        if restarts is not None:
-            check_positive_int(restarts, "restarts")
+        self._restarts, self._anneal_restarts = (None if restarts is None else check_positive_int(restarts, "restarts")), anneal_restarts
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
         self.max_options, self.top_options, self.max_free_work = int(max_options), 8, float(max_free_work)
         if int(noise_rank) < 0:
@@ -195,6 +193,7 @@ class CarliniAttack(Attack):
         if int(splits) < 0:
             raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
         self.splits, self.sign_prior = int(splits), bool(sign_prior)
+        self.split_patience = None if split_patience is None else check_positive_int(split_patience, "split_patience")
         if int(prior_moves) < 0:
             raise ParameterError(f"prior_moves must be ≥ 0 (0: none), got {prior_moves}.")
         self.prior_moves = int(prior_moves)
@@ -393,7 +392,7 @@ class CarliniAttack(Attack):
             split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, r.noise, r.box)) if direct else None
             total, A, X = alternate(A, lambda A_, X_: self._solve(r, A_, B, prior, X_),
                                     lambda X_: opts.assign(X_, B, r.noise, r.metric), self.max_iter, tol, split,
-                                    self.splits)
+                                    self.splits, self.split_patience)
             history.append(total)
             if best is None or total < best[0]:
                 best = (total, A, X if direct else None)
