@@ -51,3 +51,11 @@ def test_carlini_refuses_a_label_free_grid_that_c1_empties():
     with pytest.raises(errors.ParameterError, match="raise split_grid"):
         CarliniAttack(2, 10, split_grid=2).grid.free_splits()
     assert len(CarliniAttack(2, 10, split_grid=3).grid.free_splits()) == 1  # (0.5, 0.5)
+
+
+@pytest.mark.parametrize("patience", [0, -1, 1.5, True, "2"])
+def test_carlini_refuses_a_split_patience_that_is_not_a_positive_integer(patience):
+    """``split_patience`` 0 would stop before any split, a float or a string would compare oddly: refused by name."""
+    with pytest.raises(errors.ParameterError, match="split_patience must be a positive integer"):
+        CarliniAttack(6, 10, mode="cross", split_patience=patience)
+    assert CarliniAttack(6, 10, mode="cross", split_patience=2).split_patience == 2

@@ -482,6 +482,25 @@ def test_split_move_separates_a_blended_slot():
     assert out[0] == 1.0 and torch.equal(out[2], X)
 
 
+@pytest.mark.parametrize("patience, best, phases", [(None, 1.0, 7), (2, 7.0, 6), (1, 8.0, 3)])
+def test_split_patience_ends_the_splits_after_rejected_phases_in_a_row(patience, best, phases):
+    """``alternate(patience=p)``: the split phases end after p in a row end no lower than the best so far, and the
+    best state met is returned. Scripted phase errors 10, 8, 9, 7, 9, 9, 1: every split finds the last one (1.0, seven
+    phases); patience 2 stops after the two 9s (7.0, six phases); patience 1 after the first 9 (8.0, three)."""
+    from reconguard.attacks.instahide.carlini_model import alternate
+
+    errors, ran = [10.0, 8.0, 9.0, 7.0, 9.0, 9.0, 1.0], set()
+
+    def assign(X_):  # X is the phase's index; the phase converges in two rounds (equal errors, tol 0)
+        ran.add(int(X_))
+        return torch.zeros(1, 1), errors[int(X_)]
+
+    out = alternate(torch.zeros(1, 1), lambda A_, X_: torch.tensor(0.0) if X_ is None else X_, assign, 5, 0.0,
+                    split=lambda A_, X_: X_ + 1.0, splits=6, patience=patience)
+    assert out[0] == best and float(out[2]) == errors.index(best)
+    assert len(ran) == phases, sorted(ran)
+
+
 @pytest.mark.parametrize("u", [0.5, 1.0, 2.0])
 def test_mean_link_fits_the_private_part_where_the_rms_model_shrinks_it(u):
     """Closed form: b = |u + w|, w ~ N(0, σ²) (the public part of a cross-mode mix, σ = 1 here); the least-squares u

@@ -210,6 +210,9 @@ def register(sub) -> None:
     sp.add_argument("--splits", type=int, default=10,
                     help="carlini, direct X-step: at most this many k-means split moves per start (a slot holding a blend "
                     "of two images re-seeded from its encryptions; 0: none)")
+    sp.add_argument("--split-patience", type=int, default=None,
+                    help="carlini: stop the split moves after this many in a row end no lower than the best (default: "
+                    "every one of --splits; README: what 2 saves on label-free Fashion-MNIST)")
     sp.add_argument("--prior-moves", type=int, default=8,
                     help="carlini: rounds of single-pixel moves (−x, black, white) kept where they lower the fit's error "
                     "plus a Gaussian prior of your own images (repairs colour speckle on natural images; 0: none)")
