@@ -96,23 +96,24 @@ def check_scalar(
     return v
 
 
+def _int_at_least(value: Any, name: str, low: int, what: str) -> int:
+    """``value`` as an int when it is an integer (not a bool) ≥ ``low``; else the error "``name`` must be ``what``"."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ParameterError(f"{name} must be {what}, got {value!r}.")
+    return int(value)
+
+
 def check_int_at_least(value: Any, name: str, low: int, hint: str = "") -> int:
     """An integer (not a bool) ≥ ``low``; ``hint`` (what it is, its default) goes into the error."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ParameterError(f"{name} must be an integer ≥ {low}{f' ({hint})' if hint else ''}, got {value!r}.")
-    return int(value)
+    return _int_at_least(value, name, low, f"an integer ≥ {low}{f' ({hint})' if hint else ''}")
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParameterError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
+    return _int_at_least(value, name, 1, "a positive integer")
 
 
 def check_nonnegative_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ParameterError(f"{name} must be a non-negative integer, got {value!r}.")
-    return int(value)
+    return _int_at_least(value, name, 0, "a non-negative integer")
 
 
 def check_sigma(sigma: Any) -> float:

@@ -184,7 +184,8 @@ class CarliniAttack(Attack):
         self.final_refine_steps, self.direct_steps = int(final_refine_steps), check_positive_int(direct_steps, "direct_steps")
         self.n = check_positive_int(n, "n") if n is not None else None
         self.max_iter = check_positive_int(max_iter, "max_iter")
-        self._restarts, self._anneal_restarts = (None if restarts is None else check_positive_int(restarts, "restarts")), anneal_restarts
+        self._restarts = None if restarts is None else check_positive_int(restarts, "restarts")
+        self._anneal_restarts = anneal_restarts
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
         self.max_options, self.top_options, self.max_free_work = int(max_options), 8, float(max_free_work)
         if int(noise_rank) < 0:
