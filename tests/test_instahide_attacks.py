@@ -268,6 +268,20 @@ def test_similarity_network_and_clustering(tmp_path):
         cluster_encryptions(np.zeros((3, 4)), 2, 1)
 
 
+def test_similarity_network_embeds_each_training_group_once_per_step(tmp_path):
+    """Training costs one embedding pass per step (both sides of a pair come from the same group), not two: the
+    pass was run twice per step before, which took 364 of a label-free challenge's ~1,900 CPU-seconds to do 150's work."""
+    from reconguard.attacks.instahide import SimilarityNetwork
+
+    scheme, _, _, own, _ = _cross_challenge(tmp_path, 4, 1)
+    net = SimilarityNetwork(1, width=4, steps=5, group_n=6, group_T=2, groups=2, seed=0)
+    calls = []
+    net.net.f.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
+    history = net.fit(scheme, own)
+    assert len(history) == 5 and all(h == h for h in history)
+    assert calls == [2] + [12] * 5  # the lazy layer's materialisation on two encryptions, then one pass of 6 × 2 per step
+
+
 def test_instahide_attacks_smoke_recipe(tmp_path):
     from reconguard.report import run_to_report, summary_text
 

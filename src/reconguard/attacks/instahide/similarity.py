@@ -94,7 +94,8 @@ class SimilarityNetwork(Attack):
             E, M = data[step % len(data)]
             share = ((M @ M.T) > 0).float()
             rate = float(share.mean())
-            logits = self.net.pairs(self.net.f(E), self.net.f(E))
+            e = self.net.f(E)  # one embedding pass: both sides of every pair are this group's encryptions
+            logits = self.net.pairs(e, e)
             loss = nn.functional.binary_cross_entropy_with_logits(
                 logits, share, pos_weight=torch.tensor((1 - rate) / max(rate, 1e-6)))
             opt.zero_grad(set_to_none=True)
