@@ -121,7 +121,7 @@ def one(a, n: int, T: int) -> dict:
             similarity = net.scores(enc)
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
-                          split_grid=a.split_grid, split_patience=a.split_patience,
+                          split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
                           normalize=normalize, progress=a.progress).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
@@ -139,7 +139,7 @@ def one(a, n: int, T: int) -> dict:
             "public_normalize": a.public_normalize, "normalize": a.normalize, "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
             "random_labels": a.random_labels, "search_pixels": a.search_pixels, "split_grid": a.split_grid,
-            "split_patience": a.split_patience,
+            "split_patience": a.split_patience, "max_rounds": a.max_rounds,
             "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,
             "identified_plain": s.identified_plain, "matched_ssim": round(s.matched_ssim, 3),
@@ -198,6 +198,8 @@ def main():
                     "split_grid; label-free cross: 18 coefficient pairs at 5, 12 at 4)")
     ap.add_argument("--split-patience", type=int, default=None, help="stop the split moves after this many rejected "
                     "in a row (CarliniAttack's split_patience; default: every split)")
+    ap.add_argument("--max-rounds", type=int, default=None, help="at most this many rounds per start over all phases "
+                    "(CarliniAttack's max_rounds; default: no cap)")
     ap.add_argument("--similarity-steps", type=int, default=1500, help="label-free: the similarity network's training steps "
                     "(0: no network, random starts only)")
     ap.add_argument("--progress", action="store_true")

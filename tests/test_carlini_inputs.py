@@ -59,3 +59,17 @@ def test_carlini_refuses_a_split_patience_that_is_not_a_positive_integer(patienc
     with pytest.raises(errors.ParameterError, match="split_patience must be a positive integer"):
         CarliniAttack(6, 10, mode="cross", split_patience=patience)
     assert CarliniAttack(6, 10, mode="cross", split_patience=2).split_patience == 2
+
+
+@pytest.mark.parametrize("name, value, says", [("max_rounds", 0, "max_rounds must be a positive integer"),
+                                               ("max_rounds", 2.5, "max_rounds must be a positive integer"),
+                                               ("max_rounds", True, "max_rounds must be a positive integer"),
+                                               ("splits", -1, "splits must be an integer ≥ 0"),
+                                               ("splits", 1.5, "splits must be an integer ≥ 0"),
+                                               ("prior_moves", -2, "prior_moves must be an integer ≥ 0"),
+                                               ("noise_rank", "20", "noise_rank must be an integer ≥ 0")])
+def test_carlini_refuses_round_and_move_counts_that_are_not_integers_in_range(name, value, says):
+    """A cap of 0 rounds would run nothing; 2.5 or a string would compare or count oddly: refused by name."""
+    with pytest.raises(errors.ParameterError, match=says):
+        CarliniAttack(6, 10, mode="cross", **{name: value})
+    assert CarliniAttack(6, 10, mode="cross", max_rounds=100, splits=0, prior_moves=0, noise_rank=0).max_rounds == 100

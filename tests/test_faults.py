@@ -195,6 +195,8 @@ def test_bad_arrays_for_the_instahide_commands(work):
                        "--quiet", cwd=work), "1/k")  # no three coefficients ≤ 0.1 sum to 1
     assert_refused(cli("instahide", "attack", "carlini", "--challenge", "c", "--split-patience", "0", "--quiet", cwd=work),
                    "split_patience")  # 0 would end the splits before any
+    assert_refused(cli("instahide", "attack", "carlini", "--challenge", "c", "--max-rounds", "0", "--quiet", cwd=work),
+                   "max_rounds")  # a cap of no rounds would run nothing
     assert_refused(cli("instahide", "challenge", "--k", "0", "--out", "c0", cwd=work), "k")
     assert snapshot(work) == before
 

@@ -515,6 +515,29 @@ def test_split_patience_ends_the_splits_after_rejected_phases_in_a_row(patience,
     assert len(ran) == phases, sorted(ran)
 
 
+@pytest.mark.parametrize("rounds, best, phases", [(None, 1.0, 7), (13, 1.0, 7), (12, 7.0, 6), (5, 8.0, 3), (1, 10.0, 1)])
+def test_max_rounds_caps_the_rounds_of_all_phases_together(rounds, best, phases):
+    """``alternate(rounds=r)``: at most r (solve, assign) rounds over all phases; the phase under way ends at the r-th
+    and is kept if lower. The same scripted phases as above (errors 10, 8, 9, 7, 9, 9, 1; two rounds each): 13 rounds
+    reach the seventh phase's first round (1.0); 12 end after six phases (7.0); 5 stop inside the third (8.0); 1 ends
+    the first phase after its first round (10.0)."""
+    from reconguard.attacks.instahide.carlini_model import alternate
+
+    errors, ran, solved = [10.0, 8.0, 9.0, 7.0, 9.0, 9.0, 1.0], set(), []
+
+    def solve(A_, X_):
+        solved.append(X_)
+        return torch.tensor(0.0) if X_ is None else X_
+
+    def assign(X_):
+        ran.add(int(X_))
+        return torch.zeros(1, 1), errors[int(X_)]
+
+    out = alternate(torch.zeros(1, 1), solve, assign, 5, 0.0, split=lambda A_, X_: X_ + 1.0, splits=6, rounds=rounds)
+    assert out[0] == best and float(out[2]) == errors.index(best)
+    assert len(ran) == phases and len(solved) == (14 if rounds is None else rounds), (sorted(ran), len(solved))
+
+
 @pytest.mark.parametrize("u", [0.5, 1.0, 2.0])
 def test_mean_link_fits_the_private_part_where_the_rms_model_shrinks_it(u):
     """Closed form: b = |u + w|, w ~ N(0, σ²) (the public part of a cross-mode mix, σ = 1 here); the least-squares u

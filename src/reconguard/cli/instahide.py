@@ -213,6 +213,9 @@ def register(sub) -> None:
     sp.add_argument("--split-patience", type=int, default=None,
                     help="carlini: stop the split moves after this many in a row end no lower than the best (default: "
                     "every one of --splits; README: what 2 saves on label-free Fashion-MNIST)")
+    sp.add_argument("--max-rounds", type=int, default=None,
+                    help="carlini: at most this many rounds (X-step + assignment) per start over all its phases, which "
+                    "caps the attack's time (default: no cap; README: what 100 gives on label-free Fashion-MNIST)")
     sp.add_argument("--prior-moves", type=int, default=8,
                     help="carlini: rounds of single-pixel moves (−x, black, white) kept where they lower the fit's error "
                     "plus a Gaussian prior of your own images (repairs colour speckle on natural images; 0: none)")

@@ -55,7 +55,8 @@ Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified 
 gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most ``splits`` times): a slot holding a
 blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
 encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
-resumes (kept if its error ends lower; ``split_patience`` such phases rejected in a row end the splits). Cross, own
+resumes (kept if its error ends lower; ``split_patience`` such phases rejected in a row end the splits; ``max_rounds``
+caps one start's rounds over all phases). Cross, own
 convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
 
 **After the attack** (``carlini_signs.settle``): each pixel's global sign (``sign_prior``; |a X| cannot tell column p
@@ -96,7 +97,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ...checks import check_positive_int
+from ...checks import check_int_at_least, check_positive_int
 from ...errors import ParameterError, UnknownOptionError
 from ..base import Attack
 from ...results import Result
@@ -161,7 +162,8 @@ class CarliniAttack(Attack):
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
-                 prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, progress: bool = False):
+                 prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
+                 progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -188,16 +190,11 @@ class CarliniAttack(Attack):
         self._anneal_restarts = anneal_restarts
         self.split_grid, self.c1, self.c2, self.seed, self.progress = split_grid, c1, c2, seed, progress
         self.max_options, self.top_options, self.max_free_work = int(max_options), 8, float(max_free_work)
-        if int(noise_rank) < 0:
-            raise ParameterError(f"noise_rank must be ≥ 0 (0: plain squared error), got {noise_rank}.")
-        self.noise_rank = int(noise_rank)
-        if int(splits) < 0:
-            raise ParameterError(f"splits must be ≥ 0 (0: no split move), got {splits}.")
-        self.splits, self.sign_prior = int(splits), bool(sign_prior)
+        self.noise_rank = check_int_at_least(noise_rank, "noise_rank", 0, "0: plain squared error")
+        self.splits, self.sign_prior = check_int_at_least(splits, "splits", 0, "0: no split move"), bool(sign_prior)
         self.split_patience = None if split_patience is None else check_positive_int(split_patience, "split_patience")
-        if int(prior_moves) < 0:
-            raise ParameterError(f"prior_moves must be ≥ 0 (0: none), got {prior_moves}.")
-        self.prior_moves = int(prior_moves)
+        self.max_rounds = None if max_rounds is None else check_positive_int(max_rounds, "max_rounds")
+        self.prior_moves = check_int_at_least(prior_moves, "prior_moves", 0, "0: none")
         if phase_starts is None:  # cross mode: the amplitude descent's box and sign moves (carlini_phase: measured)
             phase_starts = 5 if mode == "inside" else 0
         if int(phase_starts) < 0:
@@ -393,7 +390,7 @@ class CarliniAttack(Attack):
             split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, r.noise, r.box)) if direct else None
             total, A, X = alternate(A, lambda A_, X_: self._solve(r, A_, B, prior, X_),
                                     lambda X_: opts.assign(X_, B, r.noise, r.metric), self.max_iter, tol, split,
-                                    self.splits, self.split_patience)
+                                    self.splits, self.split_patience, self.max_rounds)
             history.append(total)
             if best is None or total < best[0]:
                 best = (total, A, X if direct else None)

@@ -363,27 +363,31 @@ def split_overloaded(A, X, B, classes, noise, box, low: float = 0.75, high: floa
     return X if moved else None
 
 
-def alternate(A, solve, assign, max_iter: int, tol: float, split=None, splits: int = 10, patience: int | None = None):
+def alternate(A, solve, assign, max_iter: int, tol: float, split=None, splits: int = 10, patience: int | None = None,
+              rounds: int | None = None):
     """One start's alternating minimisation: X ← ``solve``(A, X), then (A, error) ← ``assign``(X), until the error's
     relative gain is at most ``tol`` (or ``max_iter`` rounds); then, while ``split``(A, X) proposes a re-seeded X
     (``split_overloaded``; at most ``splits`` times), assign from it and alternate again. Returns the lowest-error
     (error, A, X) met at convergence: a split that ends higher is undone. ``patience``: stop splitting after that many
     split phases in a row ended no lower than the best (None: every split; a label-free Fashion-MNIST challenge spent
-    415 of its 1,510 CPU-s in five rejected phases after its last kept one)."""
-    X, best, rejected = None, None, 0
+    415 of its 1,510 CPU-s in five rejected phases after its last kept one). ``rounds``: at most that many
+    (solve, assign) rounds over all phases together — the phase under way ends at the last one and is kept if lower —
+    so a start's cost is capped whatever the phases need (None: no cap)."""
+    X, best, rejected, used = None, None, 0, 0
     for phase in range(splits + 1):
         prev = None
         for _ in range(max_iter):
             X = solve(A, X)
             A, total = assign(X)
-            if prev is not None and prev - total <= tol * max(prev, 1.0):
+            used += 1
+            if (prev is not None and prev - total <= tol * max(prev, 1.0)) or used == rounds:
                 break
             prev = total
         if best is None or total < best[0]:
             best, rejected = (total, A, X), 0
         else:
             rejected += 1
-        stop = split is None or phase == splits or (patience is not None and rejected >= patience)
+        stop = split is None or phase == splits or (patience is not None and rejected >= patience) or used == rounds
         X = None if stop else split(A, X)
         if X is None:
             break

@@ -25,6 +25,7 @@ class CarliniOptions:
     noise_rank: int = 20
     splits: int = 10
     split_patience: int | None = None  # stop the split moves after this many rejected in a row (None: all ``splits``)
+    max_rounds: int | None = None   # one start's (X-step, assignment) rounds over all its phases at most (None: no cap)
     prior_moves: int = 8            # rounds of single-pixel moves under the attacker's image prior (carlini_signs; 0: none)
     similarity_steps: int = 0       # train Carlini et al.'s similarity network on the attacker's own images (0: none)
     seed: int = 0
@@ -75,8 +76,8 @@ def run_carlini(obs, know, opts: CarliniOptions):
     noise = None if know.noise_images is None else torch.as_tensor(know.noise_images, dtype=torch.float32)
     atk = CarliniAttack(obs.k, obs.n, restarts=opts.restarts, c1=obs.c1, c2=obs.c2, mode=obs.mode, seed=opts.seed,
                         solver=opts.solver, search=opts.search, noise_rank=opts.noise_rank, splits=opts.splits,
-                        split_patience=opts.split_patience, prior_moves=opts.prior_moves, normalize=obs.normalization,
-                        progress=opts.progress)
+                        split_patience=opts.split_patience, max_rounds=opts.max_rounds, prior_moves=opts.prior_moves,
+                        normalize=obs.normalization, progress=opts.progress)
     similarity = know.similarity
     if obs.labels is None:  # a search too large fails here, before any network is trained
         atk.check_free_search(obs.n, len(obs.encryptions), obs.encryptions[0].numel(),
