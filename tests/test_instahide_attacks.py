@@ -279,7 +279,7 @@ def test_similarity_network_embeds_each_training_group_once_per_step(tmp_path):
     net.net.f.register_forward_hook(lambda module, args, out: calls.append(args[0].shape[0]))
     history = net.fit(scheme, own)
     assert len(history) == 5 and all(h == h for h in history)
-    assert calls == [2] + [12] * 5  # the lazy layer's materialisation on two encryptions, then one pass of 6 × 2 per step
+    assert calls == [2] + [12] * 5  # the shape check on two encryptions, then one pass of 6 × 2 per step
 
 
 def test_instahide_attacks_smoke_recipe(tmp_path):

