@@ -261,7 +261,7 @@ def test_similarity_network_and_clustering(tmp_path):
     net = SimilarityNetwork(1, steps=300, seed=0)
     net.fit(scheme, own)
     r = net.run(torch.cat(E), ((M @ M.T) > 0).numpy())
-    assert r.scores.shape == (200, 200) and r.auc >= 0.65  # measured 0.75 at 400 steps (0.5 = chance)
+    assert r.scores.shape == (200, 200) and r.auc >= 0.65  # measured 0.726 (seed 1: 0.696; 0.5 = chance)
     with pytest.raises(errors.ParameterError, match="cannot fill a group"):
         SimilarityNetwork(1, group_n=50).fit(scheme, own[:10])
     with pytest.raises(errors.ShapeError, match="N×N"):
