@@ -282,6 +282,24 @@ def test_similarity_network_embeds_each_training_group_once_per_step(tmp_path):
     assert calls == [2] + [12] * 5  # the shape check on two encryptions, then one pass of 6 × 2 per step
 
 
+def test_similarity_network_draws_a_fresh_group_per_step_unless_told_to_cycle(tmp_path):
+    """groups=None (the default) encrypts a new group of the attacker's images for every step; groups=G makes G up
+    front and cycles them. Both refuse a group count that is not a positive integer."""
+    from reconguard.attacks.instahide import SimilarityNetwork
+
+    scheme, _, _, own, _ = _cross_challenge(tmp_path, 4, 1)
+    for groups, made in ((None, 4), (2, 2)):
+        net = SimilarityNetwork(1, width=4, steps=4, group_n=6, group_T=2, groups=groups, seed=0)
+        drawn = []
+        original = net._group
+        net._group = lambda *args: drawn.append(1) or original(*args)
+        net.fit(scheme, own)
+        assert len(drawn) == made
+    for bad in (0, 1.5):
+        with pytest.raises(errors.ParameterError, match="groups"):
+            SimilarityNetwork(1, groups=bad)
+
+
 def test_instahide_attacks_smoke_recipe(tmp_path):
     from reconguard.report import run_to_report, summary_text
 
