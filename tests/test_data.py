@@ -131,22 +131,14 @@ def test_smoothing_is_seeded_and_sized():
 
 # --- Fashion-MNIST (Debian's dataset-fashion-mnist; `make test` installs it where apt is available) ---
 
-def _fashion_or_skip():
-    from reconguard.data.files import FASHION_ROOT
-
-    if not (FASHION_ROOT / "train-images-idx3-ubyte.gz").is_file():
-        pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
-    return FASHION_ROOT
-
-
-def test_fashion_mnist_loads_from_the_debian_package():
+def test_fashion_mnist_loads_from_the_debian_package(fashion_root):
     import gzip
 
     import numpy as np
 
     from reconguard.data import load_fashion_mnist, load_named
 
-    root = _fashion_or_skip()
+    root = fashion_root
     train, test = load_fashion_mnist(split="train"), load_named("fashion-mnist", split="test")
     assert tuple(train.images.shape) == (60000, 1, 28, 28) and tuple(test.images.shape) == (10000, 1, 28, 28)
     assert sorted(train.labels.unique().tolist()) == list(range(10)) and train.images.dtype == torch.float32
@@ -162,13 +154,12 @@ def test_fashion_mnist_missing_is_one_clear_error(tmp_path):
         load_fashion_mnist(tmp_path)
 
 
-def test_instahide_challenge_draws_exact_fashion_mnist_images(tmp_path):
+def test_instahide_challenge_draws_exact_fashion_mnist_images(tmp_path, fashion_root):
     import numpy as np
 
     from reconguard.cli import main
     from reconguard.data import load_fashion_mnist
 
-    _fashion_or_skip()
     out = tmp_path / "c"
     assert main(["instahide", "challenge", "--data", "fashion-mnist", "--n", "6", "--T", "2", "--k", "2",
                  "--out", str(out)]) == 0
