@@ -7,7 +7,6 @@ def gen():
     return torch.Generator().manual_seed(1234)
 
 
-
 @pytest.fixture
 def fashion_root():
     """Fashion-MNIST's folder (Debian's dataset-fashion-mnist; `make test` installs it where apt is available), or a
