@@ -64,7 +64,8 @@ of X from its negative) chosen under a Gaussian model of the attacker's own imag
 n = 20: identified 0.05 → 0.40); cross mode refits X to the amplitudes' *mean* (``carlini_model.mean_link``: the
 search's RMS model shrinks contrast); then ``prior_moves`` rounds of single-pixel moves (−x, black, white) under the
 fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100);
-cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification).
+cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification). Inside, an
+unpublished normalisation is read off the recovery's range to de-normalise it (``carlini_range``, ``denormalize``).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
@@ -86,8 +87,7 @@ O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference c
 random start, 0.79 from the similarity network's (0.21 before, each encryption restricted to its 5 likeliest images).
 Above ``max_free_work`` multiply-adds per assignment the search is refused, or with ``similarity`` (the similarity
 network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)); with
-``similarity`` the clustering of the scores also gives one start, in place of one random start.
-Measured in ``benchmarks/carlini.py`` (README).
+``similarity`` the clustering of the scores also gives one start, in place of one random start. Measured in ``benchmarks/carlini.py``.
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, 
                             pair_features, predict, scale_noise, split_overloaded)
 from .carlini_options import Options, RowGrid, carlini_inputs, class_members
 from .carlini_phase import phase_step
+from .carlini_range import range_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
 
@@ -114,11 +115,12 @@ __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
 SEARCHES = ("auto", "exhaustive", "local", "exact")
 PUBLIC_NORMALIZATION = ("auto", "private", "own")
+DENORMALIZE = ("range", "own")  # inside, an unpublished normalisation: read off the recovery (carlini_range), or own's
 
 
 @dataclass(frozen=True)
 class CarliniResult(Result):
-    images: torch.Tensor        # n̂×C×H×W in [0, 1] (de-normalised: normalize's constants, or the own images' statistics)
+    images: torch.Tensor        # n̂×C×H×W in [0, 1], de-normalised (normalize's constants / the recovery's range / own's)
     normalized: torch.Tensor    # n̂×d in the scheme's normalised units
     classes: torch.Tensor       # the class of each recovered image
     mixing: torch.Tensor        # N×n̂ estimated A
@@ -163,19 +165,16 @@ class CarliniAttack(Attack):
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
                  prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
-                 progress: bool = False):
+                 denormalize: str = "range", progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
         self.k = check_positive_int(k, "k")
-        if mode not in MODES:
-            raise UnknownOptionError(f"mode must be one of {MODES}, got {mode!r}.")
-        if solver not in SOLVERS:
-            raise UnknownOptionError(f"solver must be one of {SOLVERS}, got {solver!r}.")
-        if search not in SEARCHES:
-            raise UnknownOptionError(f"search must be one of {SEARCHES}, got {search!r}.")
-        if public_normalization not in PUBLIC_NORMALIZATION:
-            raise UnknownOptionError(f"public_normalization must be one of {PUBLIC_NORMALIZATION}, got {public_normalization!r}.")
+        for name, value, options in (("mode", mode, MODES), ("solver", solver, SOLVERS), ("search", search, SEARCHES),
+                                     ("public_normalization", public_normalization, PUBLIC_NORMALIZATION),
+                                     ("denormalize", denormalize, DENORMALIZE)):
+            if value not in options:
+                raise UnknownOptionError(f"{name} must be one of {options}, got {value!r}.")
         if mode == "cross" and self.k < 3:
             raise ParameterError("cross mode with k = 2 mixes no public image: attack it as inside mode "
                                  "(mode='inside', k=2, with the labels' mass as it is).")
@@ -204,7 +203,7 @@ class CarliniAttack(Attack):
         self.search_pixels = None if search_pixels is None else check_positive_int(search_pixels, "search_pixels")
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
-        self.normalize = normalize
+        self.normalize, self.denormalize = normalize, denormalize
         self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
     def _anneal(self, r: _Run, A, opts, B, prior, steps: int = 30):
@@ -339,8 +338,9 @@ class CarliniAttack(Attack):
         # posterior moves (carlini_signs.settle)
         X, before = settle(X.detach(), A, B, r.noise, r.box, own, tuple(E.shape[1:]), self.sign_prior, self.prior_moves,
                            self.seed, refit=self.final_refine_steps if self.mode == "cross" else 0)
-        mean = torch.tensor(stats[0], dtype=torch.float64).reshape(1, -1, 1, 1)
-        std = torch.tensor(stats[1], dtype=torch.float64).reshape(1, -1, 1, 1)
+        if self.mode == "inside" and self.normalize == "dataset" and self.denormalize == "range":  # never published
+            stats = range_stats(before, E.shape[1], stats)  # the owner's, read off the recovery (carlini_range)
+        mean, std = (torch.tensor(v, dtype=torch.float64).reshape(1, -1, 1, 1) for v in stats)
         images, unrefined = ((Z.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float() for Z in (X, before))
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
                              solver, chosen, searched, unrefined)
