@@ -122,7 +122,7 @@ def one(a, n: int, T: int) -> dict:
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
                           split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
-                          normalize=normalize, progress=a.progress).run(
+                          normalize=normalize, denormalize=a.denormalize, progress=a.progress).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
@@ -136,7 +136,8 @@ def one(a, n: int, T: int) -> dict:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,
-            "public_normalize": a.public_normalize, "normalize": a.normalize, "assumed": r.public_normalization, "solver": r.solver,
+            "public_normalize": a.public_normalize, "normalize": a.normalize, "denormalize": a.denormalize,
+            "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
             "random_labels": a.random_labels, "search_pixels": a.search_pixels, "split_grid": a.split_grid,
             "split_patience": a.split_patience, "max_rounds": a.max_rounds,
@@ -183,6 +184,8 @@ def main():
                     "normalisation: dataset — the n private images' channel statistics, which the attacker never sees "
                     "(it de-normalises with its own images'); published — fixed constants of the private source (all "
                     "its images), part of the scheme's code as InstaHide's CIFAR-10 constants are, read by the attack")
+    ap.add_argument("--denormalize", choices=["own", "range"], default="own", help="inside, --normalize dataset: "
+                    "de-normalise with the attacker's own images' statistics, or those read off the recovery's range")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "

@@ -65,7 +65,7 @@ n = 20: identified 0.05 → 0.40); cross mode refits X to the amplitudes' *mean*
 search's RMS model shrinks contrast); then ``prior_moves`` rounds of single-pixel moves (−x, black, white) under the
 fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100);
 cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification). Inside, an
-unpublished normalisation is read off the recovery's range to de-normalise it (``carlini_range``, ``denormalize``).
+unpublished normalisation can be read off the recovery's range to de-normalise it (``denormalize="range"``, ``carlini_range``).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
@@ -115,12 +115,12 @@ __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
 SEARCHES = ("auto", "exhaustive", "local", "exact")
 PUBLIC_NORMALIZATION = ("auto", "private", "own")
-DENORMALIZE = ("range", "own")  # inside, an unpublished normalisation: read off the recovery (carlini_range), or own's
+DENORMALIZE = ("own", "range")  # inside, an unpublished normalisation: own images' statistics, or read off the recovery
 
 
 @dataclass(frozen=True)
 class CarliniResult(Result):
-    images: torch.Tensor        # n̂×C×H×W in [0, 1], de-normalised (normalize's constants / the recovery's range / own's)
+    images: torch.Tensor        # n̂×C×H×W in [0, 1], de-normalised (normalize's constants / own's / the recovery's range)
     normalized: torch.Tensor    # n̂×d in the scheme's normalised units
     classes: torch.Tensor       # the class of each recovered image
     mixing: torch.Tensor        # N×n̂ estimated A
@@ -165,7 +165,7 @@ class CarliniAttack(Attack):
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
                  prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
-                 denormalize: str = "range", progress: bool = False):
+                 denormalize: str = "own", progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
