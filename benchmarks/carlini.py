@@ -133,6 +133,8 @@ def one(a, n: int, T: int) -> dict:
             shutil.copytree(Path(tmp) / "t", folder, dirs_exist_ok=True)
             np.save(folder / "recovered.npy", r.images.numpy())
             np.save(folder / "recovered_before_last_steps.npy", r.unrefined.numpy())
+            for name, Z in (("recovered_normalized.npy", r.normalized), ("before_last_steps_normalized.npy", r.unrefined_normalized)):
+                np.save(folder / name, Z.detach().numpy())  # unclamped, in the scheme's units: to de-normalise again
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB → GiB (Linux)
     return {"data": a.data, "seed": a.seed, "attack_cpu_seconds": round(cpu, 1), "n": n, "T": T, "nT": n * T,
             "k": a.k, "mode": a.mode, "size": int(images.shape[-1]), "labels": not a.label_free,

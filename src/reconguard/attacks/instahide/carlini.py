@@ -131,7 +131,8 @@ class CarliniResult(Result):
     public_normalization: str | None = None  # cross mode: the public part's normalisation assumed ("private"/"own")
     search: str = "exhaustive"            # every label-consistent row, "local" (carlini_local) or "exact" (carlini_exact)
     unrefined: torch.Tensor | None = None  # the images before the refit and the prior moves (carlini_signs.settle)
-    _skip_in_dict = ("images", "normalized", "mixing", "unrefined")
+    unrefined_normalized: torch.Tensor | None = None  # the same, n̂×d in normalised units (not clamped)
+    _skip_in_dict = ("images", "normalized", "mixing", "unrefined", "unrefined_normalized")
 
 
 @dataclass(frozen=True)
@@ -343,7 +344,7 @@ class CarliniAttack(Attack):
         mean, std = (torch.tensor(v, dtype=torch.float64).reshape(1, -1, 1, 1) for v in stats)
         images, unrefined = ((Z.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float() for Z in (X, before))
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
-                             solver, chosen, searched, unrefined)
+                             solver, chosen, searched, unrefined, before)
 
     def _options(self, labels, members, n_hat: int, N: int, d: int, similarity):
         """Each encryption's candidate rows: label-consistent (every one, or the local search's components), or
