@@ -186,8 +186,8 @@ def main():
                     "normalisation: dataset — the n private images' channel statistics, which the attacker never sees "
                     "(it de-normalises with its own images'); published — fixed constants of the private source (all "
                     "its images), part of the scheme's code as InstaHide's CIFAR-10 constants are, read by the attack")
-    ap.add_argument("--denormalize", choices=["own", "range"], default="own", help="inside, --normalize dataset: "
-                    "de-normalise with the attacker's own images' statistics, or those read off the recovery's range")
+    ap.add_argument("--denormalize", choices=["own", "range"], default="range", help="inside, --normalize dataset: "
+                    "de-normalise with the constants read off the recovery's range, or the attacker's own images' statistics")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "

@@ -65,7 +65,7 @@ n = 20: identified 0.05 → 0.40); cross mode refits X to the amplitudes' *mean*
 search's RMS model shrinks contrast); then ``prior_moves`` rounds of single-pixel moves (−x, black, white) under the
 fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100);
 cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification). Inside, an
-unpublished normalisation can be read off the recovery's range to de-normalise it (``denormalize="range"``, ``carlini_range``).
+unpublished normalisation is read off the recovery's range to de-normalise it (``denormalize="range"``, ``carlini_range``).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
@@ -166,7 +166,7 @@ class CarliniAttack(Attack):
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
                  prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
-                 denormalize: str = "own", progress: bool = False):
+                 denormalize: str = "range", progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -340,7 +340,7 @@ class CarliniAttack(Attack):
         X, before = settle(X.detach(), A, B, r.noise, r.box, own, tuple(E.shape[1:]), self.sign_prior, self.prior_moves,
                            self.seed, refit=self.final_refine_steps if self.mode == "cross" else 0)
         if self.mode == "inside" and self.normalize == "dataset" and self.denormalize == "range":  # never published
-            stats = range_stats(before, E.shape[1], stats)  # the owner's, read off the recovery (carlini_range)
+            stats = range_stats(X, E.shape[1], stats)  # the owner's, read off the recovery (carlini_range)
         mean, std = (torch.tensor(v, dtype=torch.float64).reshape(1, -1, 1, 1) for v in stats)
         images, unrefined = ((Z.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float() for Z in (X, before))
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,

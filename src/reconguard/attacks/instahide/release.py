@@ -5,7 +5,8 @@ Recovered``, used by the InstaHide attack suite, ``reconguard instahide attack``
 the settings of the encryptor come from the observation (k, mode, n, c1, c2, normalisation), the attacker's own
 images, its model of the encryptor and its pair scores from :class:`~reconguard.observations.Knowledge`.
 Both return images in [0, 1]: de-normalised with the owner's constants where the release publishes them, else with the
-attacker's own images' statistics (carlini, inside, ``denormalize="range"``: the ones read off the recovery's range).
+attacker's own images' statistics — carlini, inside: the ones read off the recovery's range (``denormalize="range"``, the
+default; ``"own"``: the attacker's own images' statistics).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class CarliniOptions:
     max_rounds: int | None = None   # one start's (X-step, assignment) rounds over all its phases at most (None: no cap)
     prior_moves: int = 8            # rounds of single-pixel moves under the attacker's image prior (carlini_signs; 0: none)
     similarity_steps: int = 0       # train Carlini et al.'s similarity network on the attacker's own images (0: none)
-    denormalize: str = "own"        # inside, unpublished normalisation: own images' statistics, or "range" (the recovery's)
+    denormalize: str = "range"      # inside, unpublished normalisation: the recovery's range, or "own" (own images' statistics)
     seed: int = 0
     progress: bool = False
 
