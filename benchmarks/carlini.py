@@ -13,7 +13,8 @@ al.'s similarity network on its own images encrypted with the same scheme (it is
 clusters the encryptions on its scores. ``--cluster-start`` (labelled) starts the alternation from the encryptions
 clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carlini_start``) instead of a random one.
 The owner normalises pixels with the n private images' own channel statistics by default, which the attacker never
-sees (it de-normalises with its own images' statistics); ``--normalize published`` gives the scheme fixed constants of
+sees (inside, it de-normalises with the constants read off its recovery's range, ``carlini_range``; ``--denormalize
+own``: its own images' statistics; cross: its own images'); ``--normalize published`` gives the scheme fixed constants of
 the whole private source instead, recorded in the challenge and read by the attack, as InstaHide's code fixes
 CIFAR-10's (the published challenge's convention).
 

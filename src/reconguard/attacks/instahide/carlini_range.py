@@ -3,21 +3,25 @@
 InstaHide normalises each channel c as z = (x − m_c) / s_c before mixing. Under the default rule (``normalize=
 "dataset"``: the private set's own statistics) m and s are never released, and inside mode's |x̃| = |Σ_j λ_j z_j|
 carries no trace of them beyond the range: a set of images in [0, 1] becomes a set in [−m_c/s_c, (1 − m_c)/s_c].
-The attack's per-pixel phase step fits z unclamped, so the recovered values span that range, and
+The attack fits z unclamped, so the recovered values span that range, and
 
     s_c = 1 / (hi_c − lo_c),   m_c = −lo_c · s_c,     lo_c, hi_c = the q and 1 − q quantiles of channel c's values
 
 gives back m and s wherever the private set reaches (near) black and white somewhere — 100 natural 32×32 crops or
 Fashion-MNIST images do: their 0.2 % and 99.8 % quantiles are 0.00–0.003 and 0.92–1.00 per channel (benchmark seeds
-0–4). The attacker's own images' statistics, the default, are off by however much its photographs differ: the
-benchmark's are 0.10 brighter than the private crops, which costs plain nearest-neighbour identification 0.98 → 0.61
-on one challenge (README). A channel whose range is not one a [0, 1] set gives (hi ≤ lo, or m outside [0, 1]) keeps
-the fallback statistics. A set that never nears black or white is stretched to fill [0, 1].
+0–4). The attack reads them off its *final* recovery (after ``carlini_signs.settle``). The phase step's recovery
+before it still holds pixels whose global sign is wrong, and a bright pixel negated lies far below the set's range:
+on one 32×32 challenge (seed 2) channel 2's 0.2 % quantile there was −1.94 against the truth's −1.18, which put its
+mean at 0.412 instead of 0.287 (plain identification 0.79); the final recovery's quantiles match the truth's to
+0.01 (mean 0.298, plain 1.00). The prior moves may snap a few pixels to the attacker's own box ends, which the
+quantiles pass over unless more than q of a channel sits there; at worst the range read is the attacker's box,
+i.e. its own statistics (``denormalize="own"``), the alternative.
 
-It is an option (``CarliniAttack(denormalize="range")``), not the default, because it is measured mixed: 16×16 crops
-(inside k = 3, n = 20) plain 0.55 → 0.90 and 0.85 → 1.00; 32×32 crops (inside k = 4, n = 100, T = 50) seed 4 plain
-0.61 → 0.94, but seed 2 0.74 → 0.44 (identified 0.79: the range it read was off and the images were clipped; the
-recovery itself is the same — README).
+The attacker's own images' statistics are off by however much its photographs differ: the benchmark's are 0.05–0.10
+brighter than the private crops, which costs plain nearest-neighbour identification (32×32 crops, inside k = 4,
+n = 100, T = 50, the same recoveries: seed 2 0.73 → 1.00, seed 3 0.84 → 1.00; README: five fresh challenges). A
+channel whose range is not one a [0, 1] set gives (hi ≤ lo, or m outside [0, 1]) keeps the fallback statistics. A set
+that never nears black or white is stretched to fill [0, 1].
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ averaging, after a demasking network with ``demask``). One runner each, ``(obser
 Recovered``, used by the InstaHide attack suite, ``reconguard instahide attack`` and ``reconguard audit encrypted``:
 the settings of the encryptor come from the observation (k, mode, n, c1, c2, normalisation), the attacker's own
 images, its model of the encryptor and its pair scores from :class:`~reconguard.observations.Knowledge`.
-Both return images in [0, 1]: de-normalised with the owner's constants where the release publishes them, else with the
-attacker's own images' statistics — carlini, inside: the ones read off the recovery's range (``denormalize="range"``, the
-default; ``"own"``: the attacker's own images' statistics).
+Both return images in [0, 1]: de-normalised with the owner's constants where the release publishes them, else —
+carlini, inside — with the ones read off the recovery's range (``denormalize="range"``, the default; ``"own"``: the
+attacker's own images' statistics), and with the attacker's own images' statistics otherwise.
 """
 
 from __future__ import annotations
