@@ -124,3 +124,25 @@ def test_the_range_is_read_off_the_final_recovery_not_the_one_before_its_signs_s
     assert not torch.equal(r.unrefined_normalized, r.normalized)  # the two differ here, so the check can tell them apart
     m, s = (torch.tensor(v, dtype=torch.float64).reshape(1, 3, 1, 1) for v in range_stats(r.normalized, 3, ((0.5,) * 3, (0.25,) * 3)))
     assert torch.allclose(r.images, (r.normalized.reshape(12, 3, 8, 8) * s + m).clamp(0, 1).float(), atol=1e-6)
+
+
+@pytest.mark.parametrize("white", [False, True])
+def test_a_background_level_is_the_sets_black_not_the_noise_below_it(white):
+    """Half of every image a background, recovered as the attack does on Fashion-MNIST: a third of it set exactly to
+    one level (the prior moves' box end), the rest scattered around it. The 0.2 % quantile measures the scatter (the
+    background de-normalised to ≈ 0.02, not 0); the level gives the owner's constants back. A white background is the
+    high end."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.rand(100, 1, 16, 16, generator=g)
+    x[:, :, :8] = 0.0
+    if white:
+        x = 1 - x
+    m, s = float(x.mean()), float(x.std())
+    z = ((x - m) / s).reshape(100, -1)
+    back = (x.reshape(100, -1) == (1.0 if white else 0.0))
+    scatter = back & (torch.rand(z.shape, generator=g) < 0.66)
+    z = torch.where(scatter, z + 0.03 * torch.randn(z.shape, generator=g) / s, z)
+    quantile_only = range_stats(z, 1, ((0.5,), (0.25,)), level=1.1)
+    with_level = range_stats(z, 1, ((0.5,), (0.25,)))
+    assert abs(with_level[0][0] - m) < 2e-3 and abs(with_level[1][0] - s) < 2e-3, (with_level, m, s)
+    assert abs(quantile_only[0][0] - m) > 0.01, (quantile_only, m)

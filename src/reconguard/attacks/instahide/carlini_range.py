@@ -21,7 +21,12 @@ The attacker's own images' statistics are off by however much its photographs di
 brighter than the private crops, which costs plain nearest-neighbour identification (32×32 crops, inside k = 4,
 n = 100, T = 50, the same recoveries: seed 2 0.73 → 1.00, seed 3 0.84 → 1.00; README: five fresh challenges). A
 channel whose range is not one a [0, 1] set gives (hi ≤ lo, or m outside [0, 1]) keeps the fallback statistics. A set
-that never nears black or white is stretched to fill [0, 1].
+that never nears black or white is stretched to fill [0, 1]. A *level* — one value holding at least a tenth of a
+channel's values — in the lower half of the channel's range is taken as its low end (in the upper half, its high end): that is a background,
+which the prior moves set to one value (the attacker's box end, black), with the attack's noise around it, so the
+quantile below it measures the noise, not black. Fashion-MNIST (inside k = 4, n = 100, seed 0; 28 % of the recovery's
+pixels at the box end, the truth's background 48 %): the quantile alone maps the background to 0.014, SSIM 0.887; with
+the level, 0.962 (the truth's constants: 0.958). The 32×32 crops hold no such level and keep the quantiles.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from __future__ import annotations
 import torch
 
 
-def range_stats(Z: torch.Tensor, channels: int, fallback: tuple, q: float = 0.002) -> tuple:
+def range_stats(Z: torch.Tensor, channels: int, fallback: tuple, q: float = 0.002, level: float = 0.1) -> tuple:
     """``(means, stds)`` per channel (tuples, as ``InstaHide.channel_stats``) from the recovered normalised images
-    ``Z`` (n×d, channel-major pixels), ``fallback`` = (means, stds) per channel where the range is implausible."""
+    ``Z`` (n×d, channel-major pixels), ``fallback`` = (means, stds) per channel where the range is implausible; a value
+    holding at least ``level`` of a channel in the lower (upper) half of its range is its low (high) end (module docstring)."""
     values = Z.detach().to(torch.float64).reshape(Z.shape[0], channels, -1).transpose(0, 1).reshape(channels, -1)
     means, stds = list(fallback[0]), list(fallback[1])
     for c in range(channels):
@@ -39,6 +45,10 @@ def range_stats(Z: torch.Tensor, channels: int, fallback: tuple, q: float = 0.00
         if len(v) > 16_000_000:  # torch.quantile's input limit: an even subsample
             v = v[:: len(v) // 16_000_000 + 1]
         lo, hi = (float(x) for x in torch.quantile(v, torch.tensor([q, 1 - q], dtype=v.dtype)))
+        level_values, counts = torch.unique(v, return_counts=True)
+        levels = level_values[counts >= level * len(v)]  # a background: the set's black (or white), noise around it
+        low, high = levels[levels < (lo + hi) / 2], levels[levels > (lo + hi) / 2]  # ascending
+        lo, hi = max(lo, float(low[0])) if len(low) else lo, min(hi, float(high[-1])) if len(high) else hi
         if hi > lo and 0.0 <= -lo / (hi - lo) <= 1.0:
             stds[c], means[c] = 1.0 / (hi - lo), -lo / (hi - lo)
     return tuple(means), tuple(stds)
