@@ -24,9 +24,10 @@ channel whose range is not one a [0, 1] set gives (hi ≤ lo, or m outside [0, 1
 that never nears black or white is stretched to fill [0, 1]. A *level* — one value holding at least a tenth of a
 channel's values — in the lower half of the channel's range is taken as its low end (in the upper half, its high
 end): that is a background, which the prior moves set to one value (the attacker's box end, black), with the
-attack's noise around it, so the quantile below it measures the noise, not black. Fashion-MNIST (inside k = 4, n = 100, seed 0; 28 % of the recovery's
-pixels at the box end, the truth's background 48 %): the quantile alone maps the background to 0.014, SSIM 0.887; with
-the level, 0.962 (the truth's constants: 0.958). The 32×32 crops hold no such level and keep the quantiles.
+attack's noise around it, so the quantile below it measures the noise, not black. Fashion-MNIST (inside k = 4,
+n = 100, seed 0; 28 % of the recovery's pixels at the box end, the truth's background 48 %): the quantile alone maps
+the background to 0.014, SSIM 0.887; with the level, 0.962 (the truth's constants: 0.958). The 32×32 crops hold no
+such level and keep the quantiles.
 """
 
 from __future__ import annotations
