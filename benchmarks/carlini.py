@@ -186,7 +186,8 @@ def main():
     ap.add_argument("--normalize", choices=["dataset", "published"], default="dataset", help="the owner's pixel "
                     "normalisation: dataset — the n private images' channel statistics, which the attacker never sees "
                     "(inside, the attack reads them off its recovery's range: --denormalize); published — fixed "
-                    "constants of the private source (all its images), part of the scheme's code as InstaHide's CIFAR-10 constants are, read by the attack")
+                    "constants of the private source (all its images), part of the scheme's code as InstaHide's "
+                    "CIFAR-10 constants are, read by the attack")
     ap.add_argument("--denormalize", choices=["own", "range"], default="range", help="inside, --normalize dataset: "
                     "de-normalise with the constants read off the recovery's range, or the attacker's own images' statistics")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
