@@ -98,6 +98,7 @@ from dataclasses import dataclass
 import torch
 
 from ...checks import check_int_at_least, check_positive_int
+from ...memory import keep_freed_memory
 from ...errors import ParameterError, UnknownOptionError
 from ..base import Attack
 from ...results import Result
@@ -286,6 +287,7 @@ class CarliniAttack(Attack):
         from ...encoders.instahide import InstaHide
 
         start = time.perf_counter()
+        keep_freed_memory()  # thousands of steps free and rebuild the same N×d arrays (reconguard.memory)
         E, public, noise, similarity = carlini_inputs(encryptions, public, noise_images, similarity, self.n, self.members)
         N = E.shape[0]
         if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding

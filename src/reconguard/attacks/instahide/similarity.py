@@ -23,6 +23,7 @@ from torch import nn
 
 from ...checks import check_positive_int
 from ...errors import ParameterError, ShapeError
+from ...memory import keep_freed_memory
 from ...nn.init import seeded
 from ...progress import progress
 from ..base import Attack
@@ -95,6 +96,7 @@ class SimilarityNetwork(Attack):
         if len(x) < max(self.group_n, scheme.k):
             raise ParameterError(f"{len(x)} images cannot fill a group of {max(self.group_n, scheme.k)}: give more "
                                  "images or lower group_n.")
+        keep_freed_memory()  # a fresh group of encryptions every step (reconguard.memory)
         g = torch.Generator().manual_seed(self.seed)
         stats = stats or scheme.channel_stats(x)
         data = [self._group(scheme, x, g, stats) for _ in range(self.groups or 1)]
