@@ -5,13 +5,14 @@ glibc hands an allocation above its *mmap threshold* its own pages (``mmap``) an
 (``munmap``), and it trims the heap's free top above its *trim threshold*. PyTorch has no caching allocator on the
 CPU: an optimisation loop that builds and frees the same 5,000 × 784 float64 arrays (31 MB) thousands of times has
 the kernel zero fresh 4 KB pages each time. Measured on Carlini et al.'s attack (``benchmarks/carlini.py``,
-label-free Fashion-MNIST, cross k = 6, n = 100, T = 50): 429 of its 1,777 CPU-seconds were system time, 298 million
-page faults. ``keep_freed_memory`` sets the mmap threshold to glibc's largest (32 MiB; arrays above it still get
+label-free Fashion-MNIST, cross k = 6, n = 100, T = 50): 429 of the process's 1,777 CPU-seconds were system time,
+299 million page faults. ``keep_freed_memory`` sets the mmap threshold to glibc's largest (32 MiB; arrays above it still get
 their own pages) and the trim threshold and top pad high, so freed blocks stay in the heap for the next step: the
 same challenge re-run, system time 429 → 289 s, page faults 299 → 144 million, 1,766 → 1,644 CPU-seconds, peak
 memory 2.93 → 3.04 GiB (five such challenges: at most 1,644 CPU-seconds, against 1,852 before).
 
-It changes how memory is reused, never a value computed. A no-op where the C library is not glibc (macOS,
+It changes where arrays land in memory, no formula: what can depend on addresses (vectorised float sums over
+differently aligned inputs) differs as it already did from run to run. A no-op where the C library is not glibc (macOS,
 Windows, musl); idempotent. The settings are process-wide and stay in force (``mallopt`` has no way back to glibc's
 adaptive defaults), which is why only the long-running attacks call it."""
 
