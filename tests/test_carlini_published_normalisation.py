@@ -142,7 +142,26 @@ def test_a_background_level_is_the_sets_black_not_the_noise_below_it(white):
     back = (x.reshape(100, -1) == (1.0 if white else 0.0))
     scatter = back & (torch.rand(z.shape, generator=g) < 0.66)
     z = torch.where(scatter, z + 0.03 * torch.randn(z.shape, generator=g) / s, z)
-    quantile_only = range_stats(z, 1, ((0.5,), (0.25,)), level=1.1)
-    with_level = range_stats(z, 1, ((0.5,), (0.25,)))
+    t = 1.3  # the attacker's statistics: off from the owner's, but its box end is where the prior moves set the level
+    box = ((1 - (1 - m) * t,), (s * t,)) if white else ((m * t,), (s * t,))
+    quantile_only = range_stats(z, 1, box, level=1.1)
+    with_level = range_stats(z, 1, box)
     assert abs(with_level[0][0] - m) < 2e-3 and abs(with_level[1][0] - s) < 2e-3, (with_level, m, s)
     assert abs(quantile_only[0][0] - m) > 0.01, (quantile_only, m)
+
+
+def test_a_grey_level_is_not_taken_for_black():
+    """A flat grey background (0.3, a third of every image) recovered as one exact value, in the lower half of the range:
+    it is not the box end the attack clamps to, so the quantiles stand and the grey stays grey. Taken as the low end
+    (as when the box's end happens to be there: the control) it would be de-normalised to black."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(100, 1, 24, 24, generator=g)
+    x[:, :, :8] = 0.3
+    m, s = float(x.mean()), float(x.std())
+    z = ((x - m) / s).reshape(100, -1)
+    means, stds = range_stats(z, 1, ((0.5,), (0.25,)))
+    grey = float((z[0, 0] * stds[0] + means[0]))
+    assert abs(grey - 0.3) < 0.01 and abs(means[0] - m) < 0.01, (grey, means, m)
+    control = ((m - 0.3,), (s,))  # a box whose low end is the grey level: −m_f/s_f = (0.3 − m)/s
+    means_c, stds_c = range_stats(z, 1, control)
+    assert abs(float(z[0, 0] * stds_c[0] + means_c[0])) < 1e-6, (means_c, stds_c)

@@ -27,7 +27,9 @@ end): that is a background, which the prior moves set to one value (the attacker
 attack's noise around it, so the quantile below it measures the noise, not black. Fashion-MNIST (inside k = 4,
 n = 100, seed 0; 28 % of the recovery's pixels at the box end, the truth's background 48 %): the quantile alone maps
 the background to 0.014, SSIM 0.887; with the level, 0.962 (the truth's constants: 0.958). The 32×32 crops hold no
-such level and keep the quantiles.
+such level and keep the quantiles. Only the box's own ends count as levels (the value the attack clamps to, from
+``fallback``: −m_c/s_c and (1 − m_c)/s_c): a flat *grey* background the attack recovered as one exact value would
+otherwise be taken as black and raise the contrast, so a level anywhere else is passed over and the quantiles stand.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ import torch
 def range_stats(Z: torch.Tensor, channels: int, fallback: tuple, q: float = 0.002, level: float = 0.1) -> tuple:
     """``(means, stds)`` per channel (tuples, as ``InstaHide.channel_stats``) from the recovered normalised images
     ``Z`` (n×d, channel-major pixels), ``fallback`` = (means, stds) per channel where the range is implausible; a value
-    holding at least ``level`` of a channel in the lower (upper) half of its range is its low (high) end (module docstring)."""
+    holding at least ``level`` of a channel, at the box's low (high) end from ``fallback`` and in the lower (upper) half of
+    its range, is its low (high) end (module docstring)."""
+    tol = 4 * torch.finfo(Z.dtype).eps if Z.is_floating_point() else 1e-9  # a box end read in Z's precision
     values = Z.detach().to(torch.float64).reshape(Z.shape[0], channels, -1).transpose(0, 1).reshape(channels, -1)
     means, stds = list(fallback[0]), list(fallback[1])
     for c in range(channels):
@@ -48,7 +52,9 @@ def range_stats(Z: torch.Tensor, channels: int, fallback: tuple, q: float = 0.00
         lo, hi = (float(x) for x in torch.quantile(v, torch.tensor([q, 1 - q], dtype=v.dtype)))
         level_values, counts = torch.unique(v, return_counts=True)
         levels = level_values[counts >= level * len(v)]  # a background: the set's black (or white), noise around it
-        low, high = levels[levels < (lo + hi) / 2], levels[levels > (lo + hi) / 2]  # ascending
+        ends = (-fallback[0][c] / fallback[1][c], (1 - fallback[0][c]) / fallback[1][c])  # the box the attack clamps to
+        low, high = (levels[((levels - e).abs() <= tol * max(1.0, abs(e))) & side] for e, side in
+                     ((ends[0], levels < (lo + hi) / 2), (ends[1], levels > (lo + hi) / 2)))
         lo, hi = max(lo, float(low[0])) if len(low) else lo, min(hi, float(high[-1])) if len(high) else hi
         if hi > lo and 0.0 <= -lo / (hi - lo) <= 1.0:
             stds[c], means[c] = 1.0 / (hi - lo), -lo / (hi - lo)
