@@ -40,3 +40,30 @@ def test_freed_arrays_are_reused_not_faulted_in_again():
     pages = 40 * 6 * 5000 * 784 * 8 // 4096  # six of the step's arrays faulted in afresh every step
     assert default > 0.03 * pages  # glibc's defaults give freed arrays back and fault them in again (measured: 7–23 %)
     assert kept * 3 < default  # the same blocks reused (measured: 9–54× fewer faults)
+
+
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_flip_signs_in_blocks_makes_the_same_moves_as_in_one_block(monkeypatch, with_prior):
+    """``carlini_model.flip_signs`` builds its nnz(A)×d terms ``BLOCK`` values at a time (below the mmap threshold, so
+    freed blocks are reused). Blocks of 7 rows (and a last, shorter one) against one block: the same moves, bit for
+    bit, under the cross-mode noise model with one variance row per encryption, with and without the prior."""
+    import torch
+
+    from reconguard.attacks.instahide import carlini_model
+
+    g = torch.Generator().manual_seed(0)
+    N, n, d = 300, 20, 50
+    A = torch.zeros(N, n, dtype=torch.float64)
+    for r in range(N):
+        A[r, torch.randperm(n, generator=g)[:2]] = 0.1 + 0.3 * torch.rand(2, generator=g, dtype=torch.float64)
+    X = torch.randn(n, d, generator=g, dtype=torch.float64)
+    B = (A @ X + 0.5 * torch.randn(N, d, generator=g, dtype=torch.float64)).abs() + 0.2
+    noise = (0.1 * torch.randn(d, generator=g, dtype=torch.float64), 0.3 + torch.rand(N, d, generator=g, dtype=torch.float64))
+    box = (torch.full((d,), -1.5, dtype=torch.float64), torch.full((d,), 2.0, dtype=torch.float64))
+    prior = (torch.zeros(d), 0.1 * torch.eye(d)) if with_prior else None
+    out = {}
+    for block in (10 ** 9, 7 * d):
+        monkeypatch.setattr(carlini_model, "BLOCK", block)
+        out[block] = carlini_model.flip_signs(X, A, B, noise, box, rounds=3, prior=prior)
+    assert not torch.equal(out[10 ** 9], X)  # moves were made, so equal outputs say something
+    assert torch.equal(out[10 ** 9], out[7 * d])

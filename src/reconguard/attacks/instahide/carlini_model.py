@@ -169,6 +169,9 @@ def mean_link(U: torch.Tensor, mass: torch.Tensor, mu, var) -> torch.Tensor:
     return sigma * (2 / torch.pi) ** 0.5 * torch.exp(-0.5 * (u / sigma) ** 2) + u * torch.erf(u / (sigma * 2 ** 0.5))
 
 
+BLOCK = 2 ** 21  # flip_signs' block: 16 MB < glibc's mmap threshold (reconguard.memory); benchmarks/flip_blocks.py
+
+
 def flip_signs(X, A, B, noise, box, rounds: int = 3, prior=None, seed: int = 0) -> torch.Tensor:
     """Local search over single pixels: moving one pixel of one image to −x (its sign flipped), to the box's low
     end or to its high end (black or white in [0, 1]) changes the error of only the encryptions that mix that
@@ -177,21 +180,23 @@ def flip_signs(X, A, B, noise, box, rounds: int = 3, prior=None, seed: int = 0) 
     With ``prior`` = (μ, P) (``carlini_signs.prior_moves``) the moves lower the posterior energy instead — the error
     under ``mean_link`` over its mean square σ², doubled, plus ½ Σ_i (x_i − μ)ᵀ P (x_i − μ) — on a random half of the
     pixels per round (neighbours' moves interact through P, so all at once can overshoot).
-    O(nnz(A)·d) per round and candidate (+ O(n·d²) with a prior)."""
+    O(nnz(A)·d) per round and candidate (+ O(n·d²) with a prior), ``BLOCK`` values of it at a time (same sums)."""
     model = link if prior is None else mean_link
     t, i = A.nonzero(as_tuple=True)
     a, mass = A[t, i][:, None], A.sum(1, keepdim=True)
-    g, noise_t = torch.Generator().manual_seed(seed), noise_rows(noise, t)
+    g, chunk = torch.Generator().manual_seed(seed), max(1, BLOCK // max(X.shape[1], 1))
     for _ in range(rounds):
         U = A @ X
         res = (model(U, mass, *noise) - B).pow(2)
-        base = res[t]
         candidates = [torch.maximum(torch.minimum(-X, box[1]), box[0]), box[0].expand_as(X), box[1].expand_as(X)]
-        gains = torch.stack([torch.zeros_like(X).index_add_(
-            0, i, base - (model(U[t] + a * (c[i] - X[i]), mass[t], *noise_t) - B[t]).pow(2)) for c in candidates])
+        gains = torch.zeros((len(candidates),) + tuple(X.shape), dtype=X.dtype)
+        for tc, ic, ac in zip(t.split(chunk), i.split(chunk), a.split(chunk)):
+            Ut, Bt, base, mass_t, noise_t = U[tc], B[tc], res[tc], mass[tc], noise_rows(noise, tc)
+            for gain, c in zip(gains, candidates):
+                gain.index_add_(0, ic, base - (model(Ut + ac * (c[ic] - X[ic]), mass_t, *noise_t) - Bt).pow(2))
         if prior is None:
             best, which = gains.max(0)
-            better = best > 1e-9 * float(base.sum() / max(len(t), 1))
+            better = best > 1e-9 * float(res.sum(1)[t].sum() / max(len(t), 1))
         else:
             mu, P = (v.to(X.dtype) for v in prior)
             G, s2 = (X - mu) @ P, float(res.mean()) or 1.0

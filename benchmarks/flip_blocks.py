@@ -1,0 +1,70 @@
+"""``carlini_model.flip_signs`` (the X-step's and the prior moves' single-pixel moves) in blocks of ``BLOCK`` values
+against one block, timed in one run with ``reconguard.memory.keep_freed_memory`` on, as the attack runs it. Its
+nnz(A)×d terms are 41 MB each as one block at n = 100, T = 50, 512 pixels — above glibc's 32 MiB mmap threshold, so
+every one was mapped fresh and faulted in page by page; a block of 16 MB reuses freed heap memory. The script prints
+CPU-seconds, of them system, and minor page faults of each, their ratio, and whether the moves are the same bit for
+bit. Cross k = 6, the keys at hand (``carlini_basin._challenge``), the true images with noise as the start::
+
+    python benchmarks/flip_blocks.py --data fashion --n 100 --T 50 --pixels 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _usage():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime, u.ru_stime, u.ru_minflt
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="digits")
+    p.add_argument("--size", type=int, default=28)
+    p.add_argument("--n", type=int, default=100)
+    p.add_argument("--T", type=int, default=50)
+    p.add_argument("--k", type=int, default=6)
+    p.add_argument("--pixels", type=int, default=512)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    import torch
+
+    from carlini_basin import _challenge
+    from reconguard.attacks.instahide import carlini_model
+    from reconguard.memory import keep_freed_memory
+
+    keep_freed_memory()
+    A, X_true, B, _, _, _, _ = _challenge(a, "cross")
+    g = torch.Generator().manual_seed(a.seed)
+    X = X_true + 0.5 * torch.randn(X_true.shape, generator=g, dtype=X_true.dtype)
+    d = B.shape[1]
+    noise = (torch.zeros(d, dtype=torch.float64), (B.pow(2).mean(0) - (A @ X_true).pow(2).mean(0)).clamp_min(1e-3))
+    box = (torch.full((d,), float(X_true.min())), torch.full((d,), float(X_true.max())))
+    prior = (X_true.mean(0).float(), torch.eye(d) * 0.1)
+    blocks = {"one block": 10 ** 12, "blocks": carlini_model.BLOCK}
+    use, ends = {}, {}
+    for _ in range(a.repeats):
+        for name, block in blocks.items():
+            carlini_model.BLOCK = block
+            before = _usage()
+            ends[name] = [carlini_model.flip_signs(X, A, B, noise, box), carlini_model.flip_signs(X, A, B, noise, box, prior=prior)]
+            use.setdefault(name, []).append([x1 - x0 for x0, x1 in zip(before, _usage())])
+    carlini_model.BLOCK = blocks["blocks"]
+    med = {k: [sorted(v[j] for v in use[k])[len(use[k]) // 2] for j in range(3)] for k in blocks}
+    same = all(torch.equal(x, y) for x, y in zip(ends["one block"], ends["blocks"]))
+    print(f"{a.data} cross k={a.k}, N={len(A)}, n={a.n}, {d} pixels, nnz(A) = {int((A != 0).sum()):,}; "
+          f"flip_signs without and with the prior, 3 rounds; median of {a.repeats}")
+    for k, (cpu, system, faults) in med.items():
+        print(f"  {k}: {cpu:.2f} CPU-s ({system:.2f} system), {faults:,} minor page faults")
+    print(f"  one block / blocks: {med['one block'][0] / med['blocks'][0]:.2f}× the CPU-seconds; the same moves bit for bit: {same}")
+
+
+if __name__ == "__main__":
+    main()
