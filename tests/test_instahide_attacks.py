@@ -583,7 +583,8 @@ def test_noise_metric_picks_the_true_pair_more_often():
     under ‖·‖², 63 % at rank 20 (measured; at 28×28, n = 100, T = 50: 27 % vs 44 %). Also: the shared-option path
     (``Metric.cross``) agrees with the per-row one, rank 0 is plain squared error, a negative rank is refused."""
     from reconguard.attacks.instahide import CarliniAttack
-    from reconguard.attacks.instahide.carlini_model import PLAIN, cross_noise, predict
+    from reconguard.attacks.instahide.carlini_metric import PLAIN
+    from reconguard.attacks.instahide.carlini_model import cross_noise, predict
     from reconguard.attacks.instahide.carlini_options import Options, segment_argmin
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
@@ -626,7 +627,7 @@ def test_noise_metric_picks_the_true_pair_more_often():
     for m in (metric, PLAIN):  # the fused float32 minimum of the label-free search: the float64 minimum, up to
         full = m.cross(B, P)   # float32's precision of the terms (measured: 1 near-tie of 500 apart by 2e-8)
         low, idx = full.min(1)
-        fused, err = m.nearest(B, P, chunk=64)
+        fused, err = m.nearest(B, P, block=256 * 7)  # 7 options at a time
         assert torch.allclose(err, full.gather(1, fused[:, None])[:, 0], rtol=1e-9, atol=1e-9)
         assert bool((err <= low + 1e-6 * (B ** 2).sum(1)).all()) and float((fused == idx).float().mean()) >= 0.99
     with pytest.raises(errors.ParameterError, match="noise_rank"):

@@ -67,3 +67,25 @@ def test_flip_signs_in_blocks_makes_the_same_moves_as_in_one_block(monkeypatch, 
         out[block] = carlini_model.flip_signs(X, A, B, noise, box, rounds=3, prior=prior)
     assert not torch.equal(out[10 ** 9], X)  # moves were made, so equal outputs say something
     assert torch.equal(out[10 ** 9], out[7 * d])
+
+
+def test_nearest_in_blocks_finds_the_first_least_error_option():
+    """``carlini_metric.Metric.nearest`` (the label-free assignment's fused minimum) takes its options ``block // 256``
+    at a time, keeping the first of equal minima as one argmin over all would: small blocks (and a last, shorter one)
+    against one block and against the full N×O errors of ``Metric.cross``, with duplicated options making ties."""
+    import torch
+
+    from reconguard.attacks.instahide.carlini_metric import Metric
+
+    g = torch.Generator().manual_seed(0)
+    N, O, d, r = 600, 230, 40, 5
+    B = torch.rand(N, d, generator=g, dtype=torch.float64)
+    P = torch.rand(O, d, generator=g, dtype=torch.float64)
+    P[150:] = P[:80]  # the same option twice: the first index must win
+    V = torch.linalg.qr(torch.randn(d, r, generator=g, dtype=torch.float64))[0]
+    metric = Metric(V, 0.9 * torch.rand(r, generator=g, dtype=torch.float64))
+    one, blocks = metric.nearest(B, P, block=10 ** 9), metric.nearest(B, P, block=256 * 17)
+    assert torch.equal(one[0], blocks[0]) and torch.equal(one[1], blocks[1])
+    full = metric.cross(B, P)
+    assert (one[0] < 150).all()  # ties went to the first copy
+    assert torch.allclose(one[1], full.min(1).values, rtol=1e-4, atol=1e-6)

@@ -38,7 +38,7 @@ statistics, or their own (the reference code's and the published challenge's con
 ``public_normalization="auto"`` simulates mixes of the attacker's own images with the noise images under each and keeps
 the one whose per-pixel E|x̃|² matches the encryptions' (``moment_gap``).
 The public part is smooth natural-image texture, not pixel noise: the assignment's error discounts its
-``noise_rank`` dominant directions (``carlini_model.Metric``, from simulated mixes; the X-step keeps ‖·‖²).
+``noise_rank`` dominant directions (``carlini_metric.Metric``, from simulated mixes; the X-step keeps ‖·‖²).
 
 **Two X-steps** (``solver``). The lifting (step 2) needs N ≥ n(n+1)/2 and every pair of images to co-occur;
 at the published size (cross, n = 100, T = 50: N = 5,000 < 5,050, a pair co-occurs about once) it cannot

@@ -21,7 +21,8 @@ import math
 
 import torch
 
-from .carlini_model import PLAIN, link, noise_pixels, noise_rows
+from .carlini_metric import PLAIN
+from .carlini_model import link, noise_pixels, noise_rows
 from .carlini_options import ranges, segment_argmin, segment_starts
 
 

@@ -10,8 +10,8 @@
   [(0 − mean)/std, (1 − mean)/std] that images in [0, 1] occupy once normalised. With every encryption's
   mixing row given it needs no pair to co-occur: the *direct* X-step, O(N·n·d) per step (the dense
   A X product; A has m ≤ k non-zeros per row) and O(N·d) memory.
-* ``Metric`` / ``noise_metric``: the error an assignment minimises — squared error with the public part's few
-  dominant (smooth, large-scale) directions discounted, estimated from simulated mixes.
+* ``noise_metric``: the error an assignment minimises (``carlini_metric.Metric``) — squared error with the public
+  part's few dominant (smooth, large-scale) directions discounted, estimated from simulated mixes.
 * ``split_overloaded`` / ``alternate``: one start's alternating minimisation, with k-means' split move.
 
 The candidate mixing rows an assignment chooses among, and the search over them, are in ``carlini_options``.
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from .carlini_metric import PLAIN, Metric
 from .carlini_sparse import mix
 
 
@@ -51,55 +52,6 @@ def lift(A: torch.Tensor, B: torch.Tensor, prior_mean: torch.Tensor, W: torch.Te
     u = evec[:, :, -1] * ev[:, -1:].clamp_min(0).sqrt()  # d×n
     closer = ((u - prior_mean[:, None]) ** 2).sum(1) <= ((-u - prior_mean[:, None]) ** 2).sum(1)
     return (u * torch.where(closer, 1.0, -1.0).to(u.dtype)[:, None]).T
-
-
-class Metric:
-    """The error of residuals R = model − |x̃| (one per row): ``‖r‖² − Σ_k c_k (v_kᵀ r)²`` — σ² times the squared
-    Mahalanobis norm of r under a noise covariance σ²I + Σ_k d_k v_k v_kᵀ (Woodbury: c_k = d_k / (d_k + σ²)) —
-    or the plain ‖r‖² (``V`` None). The public part of a cross-dataset mix is natural-image crops: smooth, its
-    covariance concentrated in a few directions (5 of 784 hold 60 % for scikit-image crops at 28×28), which plain
-    squared error counts as if every pixel were independent evidence: a large blob of public texture then outweighs
-    the strokes that tell two digits of a class apart. Measured with the true images on a 100 × 50, k = 6 challenge
-    (public parts normalised with their own statistics): the least-error option is the true pair for 27 % of the
-    encryptions under ‖r‖², 44 % under this metric (rank 30, estimated by ``noise_metric`` from simulated mixes; 46 %
-    from the true residuals' full covariance)."""
-
-    def __init__(self, V: torch.Tensor | None = None, c: torch.Tensor | None = None):
-        self.V, self.c = V, c
-
-    def __call__(self, R: torch.Tensor) -> torch.Tensor:
-        err = R.pow(2).sum(1)
-        if self.V is None:
-            return err
-        return err - ((R @ self.V.to(R.dtype)).pow(2) * self.c.to(R.dtype)).sum(1)
-
-    def cross(self, B: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-        """The N×O errors of every prediction row of ``P`` against every row of ``B`` (label-free shared options)."""
-        out = ((B ** 2).sum(1, keepdim=True) - 2 * B @ P.T + (P ** 2).sum(1)).clamp_min(0)
-        if self.V is not None:  # Σ_k c_k (b_k − p_k)², expanded the same way
-            BV, PV, c = B @ self.V.to(B.dtype), P @ self.V.to(P.dtype), self.c.to(B.dtype)
-            out -= (BV ** 2 @ c)[:, None] - 2 * (BV * c) @ PV.T + (PV ** 2 @ c)[None]
-        return out
-
-    def nearest(self, B: torch.Tensor, P: torch.Tensor, chunk: int = 256) -> tuple[torch.Tensor, torch.Tensor]:
-        """For every row of ``B``: the index of the row of ``P`` of least error and that error (label-free shared
-        options, O = len(P) rows for every encryption). Per b the error is ‖b‖² − Σ_k c_k (v_kᵀb)² (constant in p)
-        plus ``[b, c∘Vᵀb, 1] · [−2p, 2Vᵀp, ‖p‖² − Σ_k c_k (v_kᵀp)²]``: one float32 matrix product of augmented rows per
-        chunk of encryptions and a minimum, nothing N×O kept; the chosen rows' errors are then recomputed in float64.
-        O(N·O·(d + rank)) time, O(O·d + chunk·O) memory."""
-        PV = P @ self.V.to(P.dtype) if self.V is not None else P[:, :0]
-        c = self.c.to(P.dtype) if self.V is not None else P.new_zeros(0)
-        right = torch.cat([-2 * P, 2 * PV, ((P ** 2).sum(1) - (PV ** 2 @ c))[:, None]], 1).to(torch.float32)
-        idx = torch.empty(len(B), dtype=torch.long)
-        for a in range(0, len(B), chunk):
-            b = B[a:a + chunk]
-            bv = b @ self.V.to(b.dtype) * c if self.V is not None else b[:, :0]
-            left = torch.cat([b, bv, torch.ones(len(b), 1, dtype=b.dtype)], 1).to(torch.float32)
-            idx[a:a + chunk] = (left @ right.T).argmin(1)
-        return idx, self(P[idx] - B).clamp_min(0)
-
-
-PLAIN = Metric()
 
 
 def public_noise(noise_z: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,7 +121,7 @@ def mean_link(U: torch.Tensor, mass: torch.Tensor, mu, var) -> torch.Tensor:
     return sigma * (2 / torch.pi) ** 0.5 * torch.exp(-0.5 * (u / sigma) ** 2) + u * torch.erf(u / (sigma * 2 ** 0.5))
 
 
-BLOCK = 2 ** 21  # flip_signs' block: 16 MB < glibc's mmap threshold (reconguard.memory); benchmarks/flip_blocks.py
+BLOCK = 2 ** 21  # flip_signs' block: 16 MB < glibc's mmap threshold (reconguard.memory); benchmarks/carlini_blocks.py
 
 
 def flip_signs(X, A, B, noise, box, rounds: int = 3, prior=None, seed: int = 0) -> torch.Tensor:

@@ -23,7 +23,8 @@ import torch
 
 from ...checks import check_int_at_least
 from ...errors import ParameterError, ShapeError
-from .carlini_model import PLAIN, Metric, link, noise_rows, pair_features, predict
+from .carlini_metric import PLAIN, Metric
+from .carlini_model import link, noise_rows, pair_features, predict
 
 
 def segment_starts(ids: torch.Tensor) -> torch.Tensor:
