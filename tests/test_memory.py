@@ -71,8 +71,9 @@ def test_flip_signs_in_blocks_makes_the_same_moves_as_in_one_block(monkeypatch, 
 
 def test_nearest_in_blocks_finds_the_first_least_error_option():
     """``carlini_metric.Metric.nearest`` (the label-free assignment's fused minimum) takes its options ``block // 256``
-    at a time, keeping the first of equal minima as one argmin over all would: small blocks (and a last, shorter one)
-    against one block and against the full N×O errors of ``Metric.cross``, with duplicated options making ties."""
+    at a time, keeping the first of equal minima as one argmin over all would: small blocks (and a last, shorter one),
+    and the options' predictions made by a function a block at a time (as the label-free assignment makes them), against
+    one block and against the full N×O errors of ``Metric.cross``, with duplicated options making ties."""
     import torch
 
     from reconguard.attacks.instahide.carlini_metric import Metric
@@ -85,7 +86,9 @@ def test_nearest_in_blocks_finds_the_first_least_error_option():
     V = torch.linalg.qr(torch.randn(d, r, generator=g, dtype=torch.float64))[0]
     metric = Metric(V, 0.9 * torch.rand(r, generator=g, dtype=torch.float64))
     one, blocks = metric.nearest(B, P, block=10 ** 9), metric.nearest(B, P, block=256 * 17)
+    made = metric.nearest(B, (O, lambda rows: P[rows] * 1.0), block=256 * 17)  # the options' rows made a block at a time
     assert torch.equal(one[0], blocks[0]) and torch.equal(one[1], blocks[1])
+    assert torch.equal(one[0], made[0]) and torch.equal(one[1], made[1])
     full = metric.cross(B, P)
     assert (one[0] < 150).all()  # ties went to the first copy
     assert torch.allclose(one[1], full.min(1).values, rtol=1e-4, atol=1e-6)

@@ -36,29 +36,35 @@ class Metric:
             out -= (BV ** 2 @ c)[:, None] - 2 * (BV * c) @ PV.T + (PV ** 2 @ c)[None]
         return out
 
-    def nearest(self, B: torch.Tensor, P: torch.Tensor, block: int = 2 ** 22) -> tuple[torch.Tensor, torch.Tensor]:
-        """For every row of ``B``: the index of the row of ``P`` of least error and that error (label-free shared
-        options, O = len(P) rows for every encryption). Per b the error is ‖b‖² − Σ_k c_k (v_kᵀb)² (constant in p)
-        plus ``[b, c∘Vᵀb, 1] · [−2p, 2Vᵀp, ‖p‖² − Σ_k c_k (v_kᵀp)²]``: one float32 matrix product of augmented rows per
-        chunk of encryptions and a minimum, nothing N×O kept; the chosen rows' errors are then recomputed in float64.
-        Temporaries of ≤ ``block`` values (16 MB: below the mmap threshold, ``reconguard.memory``; 256 × 89,100 was 91 MB,
-        faulted in afresh each chunk). O(N·O·(d + rank)) time, O(O·(d + rank) + block) memory."""
-        PV = P @ self.V.to(P.dtype) if self.V is not None else P[:, :0]
-        c = self.c.to(P.dtype) if self.V is not None else P.new_zeros(0)
-        d, r = P.shape[1], PV.shape[1]
-        right = torch.empty(len(P), d + r + 1, dtype=torch.float32)
-        for p, pv, out in zip(*(v.split(max(1, block // (d + r + 1))) for v in (P, PV, right))):  # rows a block at a time
-            out[:, :d], out[:, d:d + r], out[:, -1] = -2 * p, 2 * pv, (p ** 2).sum(1) - (pv ** 2 @ c)
+    def nearest(self, B: torch.Tensor, P, block: int = 2 ** 22) -> tuple[torch.Tensor, torch.Tensor]:
+        """For every row of ``B``: the index of the option of least error and that error (label-free shared options,
+        the same O for every encryption). ``P``: the O×d predictions, or ``(O, rows)`` with ``rows(index)`` the
+        predictions of the options ``index`` (made a block at a time, never all O×d at once). Per b the error is
+        ‖b‖² − Σ_k c_k (v_kᵀb)² (constant in p) plus ``[b, c∘Vᵀb, 1] · [−2p, 2Vᵀp, ‖p‖² − Σ_k c_k (v_kᵀp)²]``: one
+        float32 matrix product of augmented rows per chunk of encryptions and block of options and a running minimum,
+        nothing N×O kept; the chosen rows' errors are then recomputed in float64. Temporaries of ≤ ``block`` values
+        (16 MB: below the mmap threshold, ``reconguard.memory``, so freed blocks are reused; one 256 × 89,100 product
+        was 91 MB, the O×d predictions 365 MB, each faulted in afresh). O(N·O·(d + rank)) time, O(O·(d + rank) + block)
+        memory."""
+        count, rows = (len(P), P.__getitem__) if torch.is_tensor(P) else P
+        V = self.V.to(B.dtype) if self.V is not None else B.new_zeros(B.shape[1], 0)
+        c = self.c.to(B.dtype) if self.V is not None else B.new_zeros(0)
+        d, r = B.shape[1], V.shape[1]
+        right, step = torch.empty(count, d + r + 1, dtype=torch.float32), max(1, block // (2 * (d + r + 1)))
+        for a in range(0, count, step):  # options a block at a time: ≤ block / 2 float64 values
+            p = rows(torch.arange(a, min(count, a + step))).to(B.dtype)
+            pv = p @ V
+            right[a:a + len(p), :d], right[a:a + len(p), d:d + r], right[a:a + len(p), -1] = -2 * p, 2 * pv, (p ** 2).sum(1) - (pv ** 2 @ c)
         idx, chunk, step = torch.zeros(len(B), dtype=torch.long), 256, max(1, block // 256)
         for a in range(0, len(B), chunk):  # 256 encryptions × ``step`` options at a time
             b = B[a:a + chunk]
-            bv = b @ self.V.to(b.dtype) * c if self.V is not None else b[:, :0]
-            left, low = torch.cat([b, bv, torch.ones(len(b), 1, dtype=b.dtype)], 1).to(torch.float32), torch.full((len(b),), float("inf"))
-            for o in range(0, len(right), step):
+            left = torch.cat([b, b @ V * c, torch.ones(len(b), 1, dtype=b.dtype)], 1).to(torch.float32)
+            low = torch.full((len(b),), float("inf"))
+            for o in range(0, count, step):
                 value, at = (left @ right[o:o + step].T).min(1)
                 better = value < low  # strict, as argmin: the first of equal minima
                 low, idx[a:a + chunk] = torch.where(better, value, low), torch.where(better, at + o, idx[a:a + chunk])
-        return idx, self(P[idx] - B).clamp_min(0)
+        return idx, self(rows(idx).to(B.dtype) - B).clamp_min(0)
 
 
 PLAIN = Metric()

@@ -111,7 +111,7 @@ class Options:
         """Every encryption's option of smallest error (``metric``, default ‖·‖²) under ``predict`` (``noise``: its
         μ, v): the rows and the total error."""
         if self.shared is not None:  # one block for all: the fused minimum, no N×O residuals kept
-            idx, low = metric.nearest(B, predict(self.shared, X, *noise))
+            idx, low = metric.nearest(B, (len(self.shared), lambda rows: predict(self.shared[rows], X, *noise)))
             return self.shared[idx], float(low.sum())
         first, low = segment_argmin(self.residuals(X, B, noise, metric), self.owner, self.n_encryptions)
         return self.rows(first), float(low.sum())
