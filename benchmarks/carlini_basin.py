@@ -24,6 +24,20 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def challenge_parser(doc: str, data: str = "digits", size: int = 28, n: int = 100, T: int = 50, k: int = 6,
+                     pixels: int = 512, pixels_help: str | None = None) -> argparse.ArgumentParser:
+    """The arguments of a ``_challenge`` (``--data --size --n --T --k --pixels --seed``) with each script's defaults."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--data", choices=("digits", "fashion", "photos"), default=data)
+    p.add_argument("--size", type=int, default=size)
+    p.add_argument("--n", type=int, default=n)
+    p.add_argument("--T", type=int, default=T)
+    p.add_argument("--k", type=int, default=k)
+    p.add_argument("--pixels", type=int, default=pixels, help=pixels_help)
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
 def _challenge(a, mode: str = "inside"):
     """``(A, X, B, labels, classes, own, noise)`` in the attack's slot order: the true rows, the true normalised images,
     |x̃| (on ``a.pixels`` random pixels when given), the soft labels, each slot's class, and the attacker's own and
@@ -85,19 +99,12 @@ def main():
     from reconguard.attacks.instahide.carlini_phase import phase_step
     from reconguard.encoders.instahide import paper_c1
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="photos")
-    p.add_argument("--size", type=int, default=16)
-    p.add_argument("--n", type=int, default=20)
-    p.add_argument("--T", type=int, default=25)
-    p.add_argument("--k", type=int, default=4)
-    p.add_argument("--pixels", type=int, default=256, help="random pixels the experiment runs on")
+    p = challenge_parser(__doc__, "photos", 16, 20, 25, 4, 256, "random pixels the experiment runs on")
     p.add_argument("--q", type=float, nargs="+", default=[0.3, 1.0], help="shares of members replaced")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--search", choices=("exact", "local", "auto"), default="exact")
     p.add_argument("--trim", type=float, default=None, help="refit X on this share of the best-fitting encryptions")
     p.add_argument("--trim-rounds", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     A_true, _, B, L, cls, _, _ = _challenge(a)
     _, members = class_members(L, len(B), a.n, "inside")

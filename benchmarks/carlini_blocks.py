@@ -10,7 +10,6 @@ bit. Cross k = 6, the keys at hand (``carlini_basin._challenge``), the true imag
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 from pathlib import Path
@@ -24,15 +23,10 @@ def _usage():
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="digits")
-    p.add_argument("--size", type=int, default=28)
-    p.add_argument("--n", type=int, default=100)
-    p.add_argument("--T", type=int, default=50)
-    p.add_argument("--k", type=int, default=6)
-    p.add_argument("--pixels", type=int, default=512)
+    from carlini_basin import challenge_parser
+
+    p = challenge_parser(__doc__)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     import torch
 

@@ -10,7 +10,6 @@ difference of the two end points beside the CPU-seconds of each and their ratio.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -19,16 +18,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="digits")
-    p.add_argument("--size", type=int, default=28)
-    p.add_argument("--n", type=int, default=100)
-    p.add_argument("--T", type=int, default=50)
-    p.add_argument("--k", type=int, default=6)
-    p.add_argument("--pixels", type=int, default=512)
+    from carlini_basin import challenge_parser
+
+    p = challenge_parser(__doc__)
     p.add_argument("--steps", type=int, default=30, help="Adam steps per X-step (the attack's direct_steps)")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     import torch
 

@@ -11,7 +11,6 @@ are right given the *true* images (the search's job). Inside mode, labelled, the
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import time
@@ -22,15 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", choices=("digits", "fashion", "photos"), default="digits")
-    p.add_argument("--size", type=int, default=28)
-    p.add_argument("--n", type=int, default=50)
-    p.add_argument("--T", type=int, default=50)
-    p.add_argument("--k", type=int, default=4)
-    p.add_argument("--pixels", type=int, default=64, help="pixels the assignment scores (the attack's exact_pixels)")
+    from carlini_basin import challenge_parser
+
+    p = challenge_parser(__doc__, n=50, k=4, pixels=64, pixels_help="pixels the assignment scores (the attack's exact_pixels)")
     p.add_argument("--repeats", type=int, default=2, help="assignments timed per plan (the median is printed)")
-    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     from carlini_basin import _challenge
     from reconguard.attacks.instahide.carlini_exact import ExactStates
