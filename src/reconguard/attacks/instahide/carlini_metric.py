@@ -54,7 +54,7 @@ class Metric:
         for a in range(0, count, step):  # options a block at a time: ≤ block / 2 float64 values
             p = rows(torch.arange(a, min(count, a + step))).to(B.dtype)
             pv = p @ V
-            right[a:a + len(p), :d], right[a:a + len(p), d:d + r], right[a:a + len(p), -1] = -2 * p, 2 * pv, (p ** 2).sum(1) - (pv ** 2 @ c)
+            right[a:a + len(p)] = torch.cat([-2 * p, 2 * pv, ((p ** 2).sum(1) - (pv ** 2 @ c))[:, None]], 1)
         idx, chunk, step = torch.zeros(len(B), dtype=torch.long), 256, max(1, block // 256)
         for a in range(0, len(B), chunk):  # 256 encryptions × ``step`` options at a time
             b = B[a:a + chunk]
