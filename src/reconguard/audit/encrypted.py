@@ -33,6 +33,7 @@ class RecoveryRow(Result):
     n_recovered: int
     seconds: float
     score: ChallengeScore | None = None
+    caveat: str = ""  # experiments.challenge.cross_caveat: why a poor score here is no evidence of privacy
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,6 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
             name, {"restarts": restarts, "m": m, "demask": demask, "seed": seed, "progress": progress}))
         recovered[name] = r.images
         score = score_challenge(r.images, truth) if truth is not None else None
-        rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score))
+        rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score, r.caveat))
     return EncryptedAudit(str(Path(folder)), ch.k, ch.mode, ch.n, int(ch.encryptions.shape[0]),
                           None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered)

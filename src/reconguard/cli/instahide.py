@@ -130,6 +130,8 @@ def _cmd_instahide_attack(args, run) -> int:
     r = attack_challenge(ch, args.method, public, label_free=args.label_free, pool=args.pool,
                          **pick_options(args.method, {**vars(args), "progress": not args.quiet}))
     print(f"{r.description} in {r.seconds:.1f} s")
+    if r.caveat:
+        print(f"caveat: {r.caveat}")
     with atomic_file(out) as tmp, open(tmp, "wb") as fh:
         np.save(fh, r.images.numpy())
     print(f"recovered images → {out}")

@@ -227,6 +227,8 @@ def render_encrypted_audit(result, figures) -> str:
                    f"non-members: {_pct(best.score.baseline.identified)}); 1-to-1 SSIM {fmt(best.score.matched_ssim)}")
     else:
         verdict = "no truth folder given: the recovered images are beside this page for the owner to judge"
+    caveats = "".join(f'<p class="bad"><b>Caveat ({html.escape(r.attack)})</b>: {html.escape(r.caveat)}</p>'
+                      for r in result.rows if r.caveat)
     ks = ""
     if result.ks:
         ks = (f"<h2>KS test (§5.2)</h2><p>one image's encryptions against all: statistic {fmt(result.ks['statistic_all'])} "
@@ -237,7 +239,7 @@ def render_encrypted_audit(result, figures) -> str:
 n = {result.n}; truth {html.escape(str(result.truth))}; {result.seconds:.0f} s.</p>
 <h2>Verdict</h2>
 <p><b>{html.escape(verdict)}</b>.</p>
-<table>{_head(["attack", "how", "recovered", "identified", "1-to-1 SSIM", "baseline identified", "baseline SSIM",
+{caveats}<table>{_head(["attack", "how", "recovered", "identified", "1-to-1 SSIM", "baseline identified", "baseline SSIM",
                "seconds"])}{"".join(body)}</table>
 <p class="note"><b>identified</b>: the fraction of private images that some recovered image's nearest neighbour is,
 among the private images and non-members; <b>baseline</b>: the same for random non-member images submitted as the
@@ -248,10 +250,11 @@ leaks: a low one is not proof of privacy (on natural images Carlini's assignment
 
 
 def _recovery_line(r) -> str:
+    caveat = f"\n{'':10s} caveat: {r.caveat}" if r.caveat else ""
     if r.score is None:
-        return f"{r.attack:10s} {r.n_recovered} images recovered (no truth to score them)"
+        return f"{r.attack:10s} {r.n_recovered} images recovered (no truth to score them){caveat}"
     ident, ssim, b_ident, b_ssim = _scores(r)
-    return f"{r.attack:10s} identified {ident}, 1-to-1 SSIM {ssim} (baseline {b_ident}, {b_ssim})"
+    return f"{r.attack:10s} identified {ident}, 1-to-1 SSIM {ssim} (baseline {b_ident}, {b_ssim}){caveat}"
 
 
 def encrypted_audit_summary(result, out_dir=None) -> str:
