@@ -194,8 +194,9 @@ def main():
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "
                     "(0: the amplitude descent; default: the attack's own)")
-    ap.add_argument("--search-pixels", type=int, default=1024, help="the assignment search's random pixel subset "
-                    "(0: every pixel)")
+    ap.add_argument("--search-pixels", type=lambda v: v if v == "auto" else int(v), default="auto",
+                    help="the assignment search's random pixel subset (0: every pixel; auto: the attack's "
+                    "carlini_options.searched_pixels, 256 inside, 1,024 cross, 512 label-free)")
     ap.add_argument("--cluster-start", action="store_true", help="labelled: start the alternation from the encryptions "
                     "clustered by their dominant image (carlini_start) instead of a random assignment")
     ap.add_argument("--label-free", action="store_true")

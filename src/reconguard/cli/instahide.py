@@ -6,6 +6,17 @@ from __future__ import annotations
 from .common import claim_output, device_of, labelled_data, param_name, add_data_opts, data_arg
 
 
+def _search_pixels(text: str):
+    """``--search-pixels``: "auto", "all" (None: every pixel) or a positive count."""
+    import argparse
+
+    if text in ("auto", "all"):
+        return None if text == "all" else text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected auto, all or a positive number of pixels, got {text!r}")
+    return int(text)
+
+
 def _cmd_prepare_public(args, run) -> int:
     from ..data import prepare_public
 
@@ -218,6 +229,10 @@ def register(sub) -> None:
     sp.add_argument("--max-rounds", type=int, default=None,
                     help="carlini: at most this many rounds (X-step + assignment) per start over all its phases, which "
                     "caps the attack's time (default: no cap; README: what 100 gives on label-free Fashion-MNIST)")
+    sp.add_argument("--search-pixels", type=_search_pixels, default="auto",
+                    help="carlini: fit the assignment search on this many random pixels, then solve every pixel (auto: "
+                    "256 inside, 1,024 cross with labels, 512 label-free — the README's published-size settings; all: "
+                    "every pixel, slower)")
     sp.add_argument("--prior-moves", type=int, default=8,
                     help="carlini: rounds of single-pixel moves (−x, black, white) kept where they lower the fit's error "
                     "plus a Gaussian prior of your own images (repairs colour speckle on natural images; 0: none)")

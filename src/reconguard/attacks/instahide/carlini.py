@@ -6,26 +6,25 @@ The attacker has the encryptions ``|x̃_t| = |Σ_j λ_tj x_{i_tj}|`` (the sign m
 absolute value) and the released soft labels ``ℓ_t = Σ_j λ_tj onehot(y_{i_tj})``. Write
 ``A`` (N×n) for the unknown mixing matrix and ``X`` (n×d) for the normalised private images.
 
-1. **How many images per class.** Each private image carries, in expectation, the same total
-   coefficient mass over all encryptions (N/n), so class c holds ``round(Σ_t ℓ_tc · n / N)`` images.
-2. **Recovering the images given A — lifting.** Per pixel p, ``|x̃_tp|² = a_tᵀ U_p a_t`` with
-   ``U_p = u_p u_pᵀ`` (``u_p`` = pixel p of every private image): *linear* in the n(n+1)/2 entries of U_p.
-   One least-squares solve (shared by every pixel) gives all U_p; ``u_p`` is the leading eigenvector of
-   U_p scaled by √eigenvalue, and its global sign is the one closer to the attacker's public images'
-   mean at that pixel. Exact when A is (noise-free, N ≥ n(n+1)/2, every pair of images co-occurs).
+1. **How many images per class.** Each private image carries, in expectation, the same total coefficient mass
+   over all encryptions (N/n), so class c holds ``round(Σ_t ℓ_tc · n / N)`` images.
+2. **Recovering the images given A — lifting.** Per pixel p, ``|x̃_tp|² = a_tᵀ U_p a_t`` with ``U_p = u_p u_pᵀ``
+   (``u_p`` = pixel p of every private image): *linear* in the n(n+1)/2 entries of U_p. One least-squares solve
+   (shared by every pixel) gives all U_p; ``u_p`` is the leading eigenvector of U_p scaled by √eigenvalue, and its
+   global sign is the one closer to the attacker's public images' mean at that pixel. Exact when A is (noise-free,
+   N ≥ n(n+1)/2, every pair of images co-occurs).
 3. **Assigning the encryptions — clustering by alternating minimisation.** The labels fix, per
    encryption, which classes are present and their total coefficients; A is unknown only in *which*
    members of each class (and, when a class is present twice, how its mass splits — a grid). Starting
    from a random assignment, alternate: solve X by lifting; give each encryption the assignment (among
    its label-consistent options, k members in all, no coefficient above c1) whose ``|a X|`` best matches
-   ``|x̃_t|``. Restart from several random assignments — and from ``anneal_restarts`` assignments
-   found by deterministic annealing (soft assignments ∝ exp(−residual/τ), τ lowered geometrically, the
-   lifting solved on the expected pair features), which escape the poor local minima that random
-   starts hit when a class holds many images — and keep the lowest residual. This replaces
-   the paper's similarity network + graph clustering: the labels and the lifting make the assignment a
-   proper (residual-minimising) one with no fixed thresholds.
-   Inside k = 6 (n = 20, T = 25: ~940,000 options) the annealed starts are what succeed (residual 10–107
-   against 660–720 from random starts): 100 % recovered, mean SSIM 0.93.
+   ``|x̃_t|``. Restart from several random assignments — and from ``anneal_restarts`` assignments found by
+   deterministic annealing (soft assignments ∝ exp(−residual/τ), τ lowered geometrically, the lifting solved on
+   the expected pair features), which escape the poor local minima that random starts hit when a class holds
+   many images — and keep the lowest residual. This replaces the paper's similarity network + graph clustering:
+   the labels and the lifting make the assignment a proper (residual-minimising) one with no fixed thresholds.
+   Inside k = 6 (n = 20, T = 25: ~940,000 options) the annealed starts are what succeed (residual 10–107 against
+   660–720 from random starts): 100 % recovered, mean SSIM 0.93.
 
 Cross-dataset mode (``mode="cross"``: two private images and k − 2 unknown public ones per mix, the
 labels covering the private part only, summing to s_t = λ_0 + λ_1 ≥ c2): each encryption's options put
@@ -71,9 +70,10 @@ unpublished normalisation is read off the recovery's range to de-normalise it (`
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
 members at a time — Σ_c K_c rows per state instead of Π_c K_c, for inside k ≥ 4 at n = 100 (5·10⁷ rows).
 ``exact`` (``carlini_exact``, what ``auto`` uses when the rows exceed ``max_options``): each state's exact minimiser by
-meeting in the middle (given the true X at n = 100: 81 % of rows right vs the local search's 35 %; 4.4 CPU-s). The search runs on
-``search_pixels`` random pixels, then X is solved at every pixel; the phase step ends in ``phase_polish`` rounds of
-alternating projections; ``cluster_start`` (``carlini_start``) replaces the first random start by a labelled clustering.
+meeting in the middle (given the true X at n = 100: 81 % of rows right vs the local search's 35 %; 4.4 CPU-s). The
+search runs on ``search_pixels`` random pixels (``"auto"``: ``carlini_options.searched_pixels``), then X is solved at
+every pixel; the phase step ends in ``phase_polish`` rounds of alternating projections; ``cluster_start``
+(``carlini_start``) replaces the first random start by a labelled clustering.
 
 **Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes, m ≤ k members a row): per
 iteration, the assignment O(O·m·d) = O(n³·T) at fixed T and the X-step O(direct_steps·N·n·d); memory O(O·m) for
@@ -106,7 +106,7 @@ from ...progress import progress
 from .carlini_local import LocalOptions, labelled_options
 from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, lift, noise_pixels, noise_rows, orient,
                             pair_features, predict, scale_noise, split_overloaded)
-from .carlini_options import Options, RowGrid, carlini_inputs, class_members
+from .carlini_options import Options, RowGrid, carlini_inputs, check_search_pixels, class_members, searched_pixels
 from .carlini_phase import phase_step
 from .carlini_range import range_stats
 from .carlini_signs import settle
@@ -165,7 +165,7 @@ class CarliniAttack(Attack):
                  solver: str = "auto", public_normalization: str = "auto", direct_steps: int = 30,
                  search: str = "auto", noise_rank: int = 20, max_free_work: float = 1e12, splits: int = 10,
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
-                 search_pixels: int | None = 1024, cluster_start: bool = False, phase_polish: int = 50,
+                 search_pixels: int | str | None = "auto", cluster_start: bool = False, phase_polish: int = 50,
                  prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
                  denormalize: str = "range", progress: bool = False):
         super().__init__(None)
@@ -202,7 +202,7 @@ class CarliniAttack(Attack):
             raise ParameterError(f"phase_starts must be ≥ 0 (0: the amplitude descent alone), got {phase_starts}.")
         self.phase_starts = int(phase_starts)
         self.cluster_start, self.phase_polish, self.public_scale = bool(cluster_start), int(phase_polish), bool(public_scale)
-        self.search_pixels = None if search_pixels is None else check_positive_int(search_pixels, "search_pixels")
+        self.search_pixels = check_search_pixels(search_pixels)
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
         self.normalize, self.denormalize = normalize, denormalize
@@ -267,7 +267,8 @@ class CarliniAttack(Attack):
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
         cannot, True if ``similarity`` scores can restrict it, else the error that says what to do."""
-        work = self.grid.free_work(n, N, d if self.search_pixels is None else min(d, self.search_pixels))
+        pixels = searched_pixels(self.search_pixels, self.mode, labelled=False)
+        work = self.grid.free_work(n, N, d if pixels is None else min(d, pixels))
         if work <= self.max_free_work:
             return True
         if similarity:
@@ -312,14 +313,12 @@ class CarliniAttack(Attack):
                       for part in InstaHide(k=self.k, normalize=self.normalize).channel_stats(public))
         own = InstaHide.normalize_images(public, stats).reshape(len(public), -1).to(torch.float64)
         prior = (own.mean(0) * 1e6).round() / 1e6
-        std_t = torch.tensor(stats[1], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[1]))
-        mean_t = torch.tensor(stats[0], dtype=torch.float64).repeat_interleave(B.shape[1] // len(stats[0]))
+        mean_t, std_t = (torch.tensor(v, dtype=torch.float64).repeat_interleave(B.shape[1] // len(v)) for v in stats)
         box, chosen = (-mean_t / std_t, (1 - mean_t) / std_t), None  # images in [0, 1], normalised
         r = s = _Run(solver, box)
-        pixels = None  # the search on a random subset of pixels: |·| acts per pixel, so the subset's fit is exact
-        if self.search_pixels is not None and B.shape[1] > self.search_pixels:
-            pixels = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(self.seed))[:self.search_pixels]
-            pixels = pixels.sort().values
+        pixels, count = None, searched_pixels(self.search_pixels, self.mode, labels is not None)  # the search's subset
+        if count is not None and B.shape[1] > count:
+            pixels = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(self.seed))[:count].sort().values
         if self.mode == "cross":
             chosen, noise_model, metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
                                                       self.public_normalization, self.noise_rank, self.seed,

@@ -8,6 +8,7 @@
 * ``Options``: every encryption's candidate rows, flat, and their residuals in chunks — O(options·(n + d)) time
   per assignment, O(chunk·d) memory beyond the rows themselves; rows shared by every encryption (label-free) by
   ``Metric.nearest``: O(N·options·d) time, O(options·d) memory.
+* ``searched_pixels``: how many random pixels the search fits (``CarliniAttack(search_pixels=…)``).
 * ``segment_starts`` / ``ranges`` / ``segment_argmin``: the index idioms the searches (this one and ``carlini_local``)
   share (where each run of a sorted id starts; each segment's smallest value).
 """
@@ -25,6 +26,30 @@ from ...checks import check_int_at_least
 from ...errors import ParameterError, ShapeError
 from .carlini_metric import PLAIN, Metric
 from .carlini_model import link, noise_rows, pair_features, predict
+
+
+# search_pixels="auto": the settings of issue 31's published-size rows (n = 100, T = 50), each within 30 CPU-minutes
+# (README, "Where it stands"); inside at 1,024, Fashion-MNIST and 32×32 photograph crops ran past 40 CPU-minutes
+AUTO_SEARCH_PIXELS = {"inside": 256, "cross": 1024, "label-free": 512}
+
+
+def check_search_pixels(search_pixels):
+    """``search_pixels`` as given, when it is "auto", None (every pixel) or a positive integer; else a clear error."""
+    if search_pixels is None or search_pixels == "auto":
+        return search_pixels
+    if isinstance(search_pixels, bool) or not isinstance(search_pixels, (int, np.integer)) or search_pixels < 1:
+        raise ParameterError(f"search_pixels must be 'auto', None (every pixel) or a positive integer, got "
+                             f"{search_pixels!r}.")
+    return int(search_pixels)
+
+
+def searched_pixels(search_pixels, mode: str, labelled: bool) -> int | None:
+    """How many random pixels the assignment search fits (None: every pixel): ``search_pixels``, or for ``"auto"``
+    ``AUTO_SEARCH_PIXELS`` of ``mode`` (cross mode: with or without the labels). |·| acts per pixel, so a subset's
+    fit is exact; fewer pixels make each assignment cheaper and its choice noisier."""
+    if search_pixels != "auto":
+        return search_pixels
+    return AUTO_SEARCH_PIXELS["inside" if mode == "inside" else "cross" if labelled else "label-free"]
 
 
 def segment_starts(ids: torch.Tensor) -> torch.Tensor:
