@@ -20,7 +20,7 @@ CIFAR-10's (the published challenge's convention).
 
     python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
-    python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --search-pixels 256 --normalize published --seeds 5
+    python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --normalize published --seeds 5
     python benchmarks/carlini.py --data cifar10 --root ~/data/cifar-10-batches-py --mode cross --k 6 --n 100 --T 50
 
 Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its
