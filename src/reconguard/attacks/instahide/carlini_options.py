@@ -221,7 +221,9 @@ class RowGrid:
         if self.mode == "inside":
             if self.members > 3:
                 raise ParameterError(f"label-free inside-mode assignment with k={self.members} is too large a search "
-                                     "(only k ≤ 3 is supported): pass the soft labels.")
+                                     "(only k ≤ 3 is supported: every set of k images; the similarity network's likeliest "
+                                     "images hold under a quarter of an encryption's members, benchmarks/"
+                                     "carlini_candidates.py): pass the soft labels.")
             splits = self.splits(self.members)
         else:
             grid = np.linspace(0.1, self.c1, self.split_grid)
