@@ -98,6 +98,7 @@ def _data(a):
 
 def one(a, n: int, T: int) -> dict:
     from reconguard.attacks.instahide import CarliniAttack, make_challenge, score_challenge
+    from reconguard.attacks.instahide.carlini_options import searched_pixels
     from reconguard.encoders import InstaHide
     from reconguard.encoders.instahide import paper_c1
 
@@ -142,7 +143,8 @@ def one(a, n: int, T: int) -> dict:
             "public_normalize": a.public_normalize, "normalize": a.normalize, "denormalize": a.denormalize,
             "assumed": r.public_normalization, "solver": r.solver,
             "search": r.search, "restarts": len(r.restarts), "phase_starts": a.phase_starts,
-            "random_labels": a.random_labels, "search_pixels": a.search_pixels, "split_grid": a.split_grid,
+            "random_labels": a.random_labels, "search_pixels": a.search_pixels,
+            "searched_pixels": searched_pixels(a.search_pixels or None, a.mode, not a.label_free), "split_grid": a.split_grid,
             "split_patience": a.split_patience, "max_rounds": a.max_rounds,
             "similarity_steps": a.similarity_steps if a.label_free else 0,
             "seconds": round(seconds, 1), "peak_gib": round(peak, 2), "identified": s.identified,

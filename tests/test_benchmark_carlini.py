@@ -37,6 +37,7 @@ def test_carlini_benchmark_runs_on_a_users_cifar10_folder(tmp_path):
     # minus the 6 private ones as the gallery's non-members
     assert row["data"] == "cifar10" and row["size"] == 32 and row["n"] == 6 and row["nonmembers"] == 1194
     assert 0.0 <= row["identified"] <= 1.0 and row["attack_cpu_seconds"] > 0
+    assert row["search_pixels"] == "auto" and row["searched_pixels"] == 256  # inside: the attack's default subset
 
 
 def test_carlini_benchmark_cifar10_needs_its_folder(tmp_path):
