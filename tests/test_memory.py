@@ -14,8 +14,8 @@ sys.path.insert(0, {src!r})
 if {keep}:
     from reconguard.memory import keep_freed_memory
     assert keep_freed_memory()
-x = torch.ones({rows}, {cols}, dtype=torch.float64, requires_grad=True)  # the attack's N×d images' shape
-def step():  # a descent step's temporaries, built and freed every step
+x = torch.ones(5000, 784, dtype=torch.float64, requires_grad=True)  # the attack's N×d images' shape
+def step():  # a descent step's temporaries: 31 MB each, built and freed every step
     u = (x * 0.5 + 1) ** 2
     (u + 1e-12).sqrt().sub(1).pow(2).sum().backward()
 for _ in range(10):  # the heap grows to the loop's size once
@@ -27,19 +27,17 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def _faults(keep: bool, rows: int, cols: int) -> int:
+def _faults(keep: bool) -> int:
     src = str(Path(__file__).resolve().parents[1] / "src")
-    out = subprocess.run([sys.executable, "-c", LOOP.format(src=src, keep=keep, rows=rows, cols=cols)],
-                         capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", LOOP.format(src=src, keep=keep)], capture_output=True, text=True,
                          check=True, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"})
     return int(out.stdout.split()[-1])
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
-@pytest.mark.parametrize("rows, cols", [(5000, 784), (2500, 3072)])  # 31 MB (Fashion-MNIST) and 61 MB (RGB 32×32
-def test_freed_arrays_are_reused_not_faulted_in_again(rows, cols):   # cross k = 6), below and above mmap's threshold
-    default, kept = _faults(False, rows, cols), _faults(True, rows, cols)
-    pages = 40 * 6 * rows * cols * 8 // 4096  # six of the step's arrays faulted in afresh every step
+def test_freed_arrays_are_reused_not_faulted_in_again():
+    default, kept = _faults(False), _faults(True)
+    pages = 40 * 6 * 5000 * 784 * 8 // 4096  # six of the step's arrays faulted in afresh every step
     assert default > 0.03 * pages  # glibc's defaults give freed arrays back and fault them in again (measured: 7–23 %)
     assert kept * 3 < default  # the same blocks reused (measured: 9–54× fewer faults)
 

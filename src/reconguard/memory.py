@@ -6,16 +6,10 @@ glibc hands an allocation above its *mmap threshold* its own pages (``mmap``) an
 CPU: an optimisation loop that builds and frees the same 5,000 × 784 float64 arrays (31 MB) thousands of times has
 the kernel zero fresh 4 KB pages each time. Measured on Carlini et al.'s attack (``benchmarks/carlini.py``,
 label-free Fashion-MNIST, cross k = 6, n = 100, T = 50): 429 of the process's 1,777 CPU-seconds were system time,
-299 million page faults. ``keep_freed_memory`` sets the mmap threshold to glibc's largest (32 MiB) and the trim
-threshold and top pad high, so freed blocks stay in the heap for the next step: the same challenge re-run, system
-time 429 → 289 s, page faults 299 → 144 million, 1,766 → 1,644 CPU-seconds, peak memory 2.93 → 3.04 GiB (five such
-challenges: at most 1,644 CPU-seconds, against 1,852 before). Arrays above 32 MiB still got their own pages: on RGB
-32×32 crops (cross k = 6, n = 100, T = 50: 2,500 × 3,072 float64 arrays, 61 MB) 795 of a run's 1,875 CPU-seconds
-were system time, 519 million page faults. So it also turns glibc's use of ``mmap`` for large blocks off
-(``M_MMAP_MAX`` = 0): every block comes from the heap and is reused when freed (a loop over such arrays: 7.5
-million faults, 11 s of system time → 0.09 million, 0.1 s). glibc still maps a block a thread's own arena cannot
-hold, so no allocation fails for it; the cost is that a freed block below a live one stays in the process until
-reused.
+299 million page faults. ``keep_freed_memory`` sets the mmap threshold to glibc's largest (32 MiB; arrays above it still get
+their own pages) and the trim threshold and top pad high, so freed blocks stay in the heap for the next step: the
+same challenge re-run, system time 429 → 289 s, page faults 299 → 144 million, 1,766 → 1,644 CPU-seconds, peak
+memory 2.93 → 3.04 GiB (five such challenges: at most 1,644 CPU-seconds, against 1,852 before).
 
 It changes where arrays land in memory, no formula: what can depend on addresses (vectorised float sums over
 differently aligned inputs) differs as it already did from run to run. A no-op where the C library is not glibc (macOS,
@@ -27,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -2, -3, -4
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
 MMAP_THRESHOLD = 32 * 2 ** 20  # glibc's upper limit on 64-bit (HEAP_MAX_SIZE / 2); larger values are refused
 TRIM_THRESHOLD = 2 ** 31 - 1  # mallopt takes an int: 2 GiB of free heap top kept
 TOP_PAD = 256 * 2 ** 20
@@ -47,6 +41,5 @@ def keep_freed_memory() -> bool:
             return False
         mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         _done = all(mallopt(param, value) == 1 for param, value in
-                    ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD),
-                     (M_MMAP_MAX, 0)))
+                    ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)))
     return _done
