@@ -9,7 +9,12 @@ label-free Fashion-MNIST, cross k = 6, n = 100, T = 50): 429 of the process's 1,
 299 million page faults. ``keep_freed_memory`` sets the mmap threshold to glibc's largest (32 MiB; arrays above it still get
 their own pages) and the trim threshold and top pad high, so freed blocks stay in the heap for the next step: the
 same challenge re-run, system time 429 → 289 s, page faults 299 → 144 million, 1,766 → 1,644 CPU-seconds, peak
-memory 2.93 → 3.04 GiB (five such challenges: at most 1,644 CPU-seconds, against 1,852 before).
+memory 2.93 → 3.04 GiB (five such challenges: at most 1,644 CPU-seconds, against 1,852 before). Arrays above 32 MiB
+still get their own pages: RGB 32×32 crops in cross mode (n = 100, T = 50: 2,500 × 3,072 float64 arrays, 61 MB)
+spend 795–880 of a run's ~1,900 CPU-seconds in system time. Turning glibc's mmap off (``M_MMAP_MAX`` = 0) was measured
+and *not* kept: the same challenge took 1,199 CPU-seconds (system 14 s) but peaked at 7.41 GiB instead of 3.42 — the
+heap keeps freed blocks of every size. The fix to make is the one the label-free assignment got: such arrays in
+blocks below the threshold.
 
 It changes where arrays land in memory, no formula: what can depend on addresses (vectorised float sums over
 differently aligned inputs) differs as it already did from run to run. A no-op where the C library is not glibc (macOS,
