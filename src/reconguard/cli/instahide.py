@@ -7,14 +7,17 @@ from .common import claim_output, device_of, labelled_data, param_name, add_data
 
 
 def _search_pixels(text: str):
-    """``--search-pixels``: "auto", "all" (None: every pixel) or a positive count."""
+    """``--search-pixels``: "auto", "all" (None: every pixel) or a count, checked by the attack's own rule
+    (``carlini_options.check_search_pixels``)."""
     import argparse
 
-    if text in ("auto", "all"):
-        return None if text == "all" else text
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected auto, all or a positive number of pixels, got {text!r}")
-    return int(text)
+    from ..attacks.instahide.carlini_options import check_search_pixels
+    from ..errors import ParameterError
+
+    try:
+        return check_search_pixels(None if text == "all" else int(text) if text.lstrip("-").isdigit() else text)
+    except ParameterError as exc:
+        raise argparse.ArgumentTypeError(f"expected auto, all or a positive number of pixels ({exc})") from None
 
 
 def _cmd_prepare_public(args, run) -> int:
