@@ -36,13 +36,13 @@ def main(argv=None):
     var = B.pow(2).mean(0) - (A @ X_true).pow(2).mean(0) / A.sum(1).pow(2).mean()
     var = var.clamp_min(1e-3)
     start = torch.zeros_like(X_true)
-    models = {"dense": lambda A_, X_: link(A_ @ X_, A_.sum(1, keepdim=True), mu, var),
-              "compressed rows": lambda A_, X_: predict(A_, X_, mu, var)}
+    models = {"dense": lambda A_, X_, m, v: link(A_ @ X_, A_.sum(1, keepdim=True), m, v),
+              "compressed rows": predict}
     cpu, ends = {}, {}
     for _ in range(a.repeats):
         for name, model in models.items():
             t = time.process_time()
-            ends[name] = descend(start, B, a.steps, 0.05, lambda: A, model)[1]
+            ends[name] = descend(start, B, a.steps, 0.05, lambda: A, (mu, var), model=model)[1]
             cpu.setdefault(name, []).append(time.process_time() - t)
     dense, sparse = (sorted(cpu[k])[len(cpu[k]) // 2] for k in models)
     print(f"{a.data} cross k={a.k}, N={len(A)}, n={a.n}, {B.shape[1]} pixels, {a.steps} Adam steps, "

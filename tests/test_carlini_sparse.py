@@ -50,8 +50,39 @@ def test_mix_gives_the_dense_product_its_gradient_and_the_dense_descent():
     mu, var = torch.full((16,), 0.1, dtype=torch.float64), torch.full((16,), 0.5, dtype=torch.float64)
     B = predict(A, X.detach(), mu, var) + 0.01 * torch.randn(A.shape[0], 16, dtype=torch.float64, generator=g)
     start = torch.zeros_like(X.detach())
-    model = (lambda A_, X_: predict(A_, X_, mu, var))
-    sparse = descend(start, B, 60, 0.05, lambda: A, model)[1]
-    dense = descend(start, B, 60, 0.05, lambda: A, lambda A_, X_: ((A_ @ X_ + (1 - A_.sum(1, keepdim=True)) * mu) ** 2
-                                                                 + (1 - A_.sum(1, keepdim=True)) ** 2 * var + 1e-12).sqrt())[1]
+    sparse = descend(start, B, 60, 0.05, lambda: A, (mu, var))[1]
+    dense = descend(start, B, 60, 0.05, lambda: A, (mu, var), model=lambda A_, X_, m, v: (
+        (A_ @ X_ + (1 - A_.sum(1, keepdim=True)) * m) ** 2 + (1 - A_.sum(1, keepdim=True)) ** 2 * v + 1e-12).sqrt())[1]
     assert torch.allclose(sparse, dense, atol=1e-8), float((sparse - dense).abs().max())
+
+
+def test_the_descent_in_pixel_blocks_gives_the_descent_on_all_pixels(monkeypatch):
+    """``descend`` with fixed rows runs the pixels in blocks of ``BLOCK`` values (each below glibc's mmap threshold):
+    each pixel's error, gradient and Adam moments are its own, so the images equal the all-at-once descent's — under
+    cross mode's noise model with one variance per encryption and pixel, per-row weights, the box, and the unbiased
+    model; with extra parameters (the label-free coefficient polish) the pixels stay together."""
+    from reconguard.attacks.instahide import carlini_model
+
+    A, g = _mixing(N=300, n=40, members=2, seed=3)
+    A = A * 0.6  # cross mode: the private part's mass, the rest public noise
+    d = 50
+    X = torch.randn(40, d, dtype=torch.float64, generator=g)
+    mu, var = 0.2 * torch.randn(d, dtype=torch.float64, generator=g), 0.3 + torch.rand(300, d, dtype=torch.float64,
+                                                                                          generator=g)
+    B = predict(A, X, mu, var) + 0.01 * torch.randn(300, d, dtype=torch.float64, generator=g)
+    box = (torch.full((d,), -1.5, dtype=torch.float64), torch.full((d,), 1.5, dtype=torch.float64))
+    w = torch.rand(300, 1, dtype=torch.float64, generator=g)
+    start = torch.zeros(40, d, dtype=torch.float64)
+    runs = {}
+    for block in (10 ** 9, 300 * 7):  # every pixel at once; blocks of 7 pixels (the last one 1)
+        monkeypatch.setattr(carlini_model, "BLOCK", block)
+        runs[block] = [descend(start, B, 40, 0.05, lambda: A, (mu, var), box, weights=w, model=model)[1]
+                       for model in (carlini_model.predict, carlini_model.expected)]
+    for whole, blocks in zip(runs[10 ** 9], runs[300 * 7]):
+        assert torch.allclose(whole, blocks, atol=1e-10), float((whole - blocks).abs().max())
+        assert float((whole - start).abs().max()) > 0.1  # it moved
+    seen = []
+    a = torch.ones(1, requires_grad=True)
+    descend(start, B, 2, 0.05, lambda: A * a, (mu, var), extra=(a,),
+            model=lambda A_, X_, m, v: seen.append(X_.shape[1]) or predict(A_, X_, m, v))
+    assert seen == [d, d]

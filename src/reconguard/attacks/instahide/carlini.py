@@ -226,8 +226,8 @@ class CarliniAttack(Attack):
             if r.solver == "direct":
                 keep = opts.top(p, self.top_options)
                 R, own, pk = opts.rows(keep), owner[keep], p[keep] / z.new_zeros(N).index_add_(0, owner[keep], p[keep])[owner[keep]]
-                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, lambda A_, X_: predict(A_, X_, *noise_rows(
-                    r.noise, own)), r.box, weights=pk[:, None])[1]
+                X = descend(X, B[own], self.direct_steps, 0.05, lambda: R, noise_rows(r.noise, own), r.box,
+                            weights=pk[:, None])[1]
             else:
                 Aexp, W = opts.expected(p)
                 X = lift(Aexp, B, prior, W)
@@ -243,13 +243,13 @@ class CarliniAttack(Attack):
                               tol=0.01, polish=self.phase_polish)
         if r.solver == "direct":
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
-            X = descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A, r.predict, r.box)[1]
+            X = descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A, r.noise, r.box)[1]
             return flip_signs(orient(X, A, B, prior, r.predict, r.box), A, B, r.noise, r.box)
         X = lift(A, B, prior) if X is None else X
         steps = self.refine_steps if steps is None else steps
         if not steps:
             return X
-        return descend(X, B, steps, 0.05, lambda: A, r.predict, r.box)[1]
+        return descend(X, B, steps, 0.05, lambda: A, r.noise, r.box)[1]
 
     def _polish(self, r: _Run, A, X, B, steps: int = 300):
         """Label-free coefficients are on a grid: refine the chosen members' coefficients (in [0, c1]; their
@@ -262,7 +262,7 @@ class CarliniAttack(Attack):
             mass = Ac.sum(1, keepdim=True)
             return Ac / mass if self.mode == "inside" else Ac * (mass.clamp(self.c2, 1.0) / mass)
 
-        return descend(X, B, steps, 0.01, rows, r.predict, r.box, extra=(a,))
+        return descend(X, B, steps, 0.01, rows, r.noise, r.box, extra=(a,))
 
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it

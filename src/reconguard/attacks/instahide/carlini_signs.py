@@ -181,13 +181,10 @@ def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: i
            refit: int = 0, max_dim: int = MAX_DIM):
     """``(X, X before the refit and the moves)`` after the attack: each pixel's global sign by ``orient_by_prior``
     (``orient``), kept where the encryptions fit it no worse than 1 % (cross mode's public mean can tell a pixel's
-    sign); then (cross mode) ``refit`` Adam steps on the amplitudes' error under ``carlini_model.mean_link``, the
+    sign); then (cross mode) ``refit`` Adam steps on the amplitudes' error under ``carlini_model.expected``, the
     unbiased model of E|x̃| (the search's RMS model shrinks contrast); then ``moves`` rounds of ``prior_moves`` under
     the same model (d ≤ ``max_dim``: the precision is d×d); cross mode (``refit``) ends with ``match_contrast``."""
-    from .carlini_model import descend, mean_link, predict
-
-    def model(A_, X_):
-        return mean_link(A_ @ X_, A_.sum(1, keepdim=True), *noise)
+    from .carlini_model import descend, expected, predict
 
     prior = own_prior(own) if (orient or moves) and X.shape[1] <= max_dim else None
     if orient:
@@ -196,7 +193,7 @@ def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: i
         X = torch.where(err_signed > err * 1.01, X, signed)
     before = X
     if refit and noise[0] is not None:
-        X = descend(X, B, refit, 0.02, lambda: A, model, box)[1]
+        X = descend(X, B, refit, 0.02, lambda: A, noise, box, model=expected)[1]
     if moves and prior is not None:
         X = prior_moves(X, A, B, noise, box, prior, moves, seed)
     if refit and noise[0] is not None:
