@@ -1,11 +1,14 @@
-"""``carlini_model.flip_signs`` (the X-step's and the prior moves' single-pixel moves) in blocks of ``BLOCK`` values
-against one block, timed in one run with ``reconguard.memory.keep_freed_memory`` on, as the attack runs it. Its
+"""``carlini_model.flip_signs`` (the X-step's and the prior moves' single-pixel moves), the label-free assignment and
+``carlini_model.descend`` (the amplitude descent: the X-step at every pixel and cross mode's refit) in blocks of
+``BLOCK`` values against one block, timed in one run with ``reconguard.memory.keep_freed_memory`` on, as the attack runs it. Its
 nnz(A)×d terms are 41 MB each as one block at n = 100, T = 50, 512 pixels — above glibc's 32 MiB mmap threshold, so
 every one was mapped fresh and faulted in page by page; a block of 16 MB reuses freed heap memory. The script prints
 CPU-seconds, of them system, and minor page faults of each, their ratio, and whether the moves are the same bit for
-bit. Cross k = 6, the keys at hand (``carlini_basin._challenge``), the true images with noise as the start::
+bit (the descent: its largest difference, the products' rounding). Cross k = 6, the keys at hand
+(``carlini_basin._challenge``), the true images with noise as the start::
 
-    python benchmarks/flip_blocks.py --data fashion --n 100 --T 50 --pixels 512
+    python benchmarks/carlini_blocks.py --data fashion --n 100 --T 50 --pixels 512
+    python benchmarks/carlini_blocks.py --data photos --size 32 --n 100 --T 50 --pixels 0 --steps 50 --repeats 1
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def main(argv=None):
 
     p = challenge_parser(__doc__)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=50, help="Adam steps of each descent")
     a = p.parse_args(argv)
     import torch
 
@@ -69,6 +73,17 @@ def main(argv=None):
             use.setdefault(name, []).append([x1 - x0 for x0, x1 in zip(before, _usage())])
     _report(f"the label-free assignment (predictions + Metric.nearest) over {len(shared):,} shared rows (rank 20); "
             f"median of {a.repeats}", use, ends)
+    use, ends = {}, {}
+    for _ in range(a.repeats):
+        for name, block in blocks.items():
+            carlini_model.BLOCK = block
+            before = _usage()
+            ends[name] = [carlini_model.descend(X, B, a.steps, 0.05, lambda: A, noise, box, model=model)[1]
+                          for model in (carlini_model.predict, carlini_model.expected)]
+            use.setdefault(name, []).append([x1 - x0 for x0, x1 in zip(before, _usage())])
+    carlini_model.BLOCK = blocks["blocks"]
+    _report(f"descend, {a.steps} Adam steps under the RMS and the unbiased model (the X-step, cross mode's refit); "
+            f"median of {a.repeats}", use, ends)
 
 
 def _report(title: str, use: dict, ends: dict):
@@ -76,10 +91,12 @@ def _report(title: str, use: dict, ends: dict):
 
     med = {k: [sorted(v[j] for v in use[k])[len(use[k]) // 2] for j in range(3)] for k in use}
     same = all(torch.equal(x, y) for x, y in zip(ends["one block"], ends["blocks"]))
+    gap = max(float((x - y).abs().max()) for x, y in zip(ends["one block"], ends["blocks"]))
     print(title)
     for k, (cpu, system, faults) in med.items():
         print(f"  {k}: {cpu:.2f} CPU-s ({system:.2f} system), {faults:,} minor page faults")
-    print(f"  one block / blocks: {med['one block'][0] / med['blocks'][0]:.2f}× the CPU-seconds; the same result bit for bit: {same}")
+    print(f"  one block / blocks: {med['one block'][0] / med['blocks'][0]:.2f}× the CPU-seconds; the same result bit for "
+          f"bit: {same} (largest difference {gap:.1e})")
 
 
 if __name__ == "__main__":

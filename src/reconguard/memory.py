@@ -11,10 +11,13 @@ their own pages) and the trim threshold and top pad high, so freed blocks stay i
 same challenge re-run, system time 429 → 289 s, page faults 299 → 144 million, 1,766 → 1,644 CPU-seconds, peak
 memory 2.93 → 3.04 GiB (five such challenges: at most 1,644 CPU-seconds, against 1,852 before). Arrays above 32 MiB
 still get their own pages: RGB 32×32 crops in cross mode (n = 100, T = 50: 2,500 × 3,072 float64 arrays, 61 MB)
-spend 795–880 of a run's ~1,900 CPU-seconds in system time. Turning glibc's mmap off (``M_MMAP_MAX`` = 0) was measured
-and *not* kept: the same challenge took 1,199 CPU-seconds (system 14 s) but peaked at 7.41 GiB instead of 3.42 — the
-heap keeps freed blocks of every size. The fix to make is the one the label-free assignment got: such arrays in
-blocks below the threshold.
+spent 795–880 of a run's ~1,900 CPU-seconds in system time, 636 of 1,000 at a shortened setting (profiled: 92 % of
+it in ``carlini_model.descend`` at every pixel, the X-step and cross mode's refit). Turning glibc's mmap off
+(``M_MMAP_MAX`` = 0) was measured and *not* kept: the same challenge took 1,199 CPU-seconds (system 14 s) but peaked
+at 7.41 GiB instead of 3.42 — the heap keeps freed blocks of every size. The fix made instead is the one the
+label-free assignment and ``flip_signs`` got: ``descend`` runs the pixels in blocks below the threshold (the
+shortened setting: system time 636 → 12 s, 477 → 8 million page faults, the attack's CPU-seconds 997 → 481
+(the first under a profiler), peak 3.46 → 2.96 GiB; ``benchmarks/carlini_blocks.py``).
 
 It changes where arrays land in memory, no formula: what can depend on addresses (vectorised float sums over
 differently aligned inputs) differs as it already did from run to run. A no-op where the C library is not glibc (macOS,

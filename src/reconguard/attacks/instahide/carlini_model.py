@@ -180,8 +180,9 @@ def descend(X, B, steps: int, lr: float, rows, noise=(None, None), box=None, ext
     A, parts = rows().detach(), []
     for lo in range(0, B.shape[1], chunk):
         cols = slice(lo, lo + chunk)
+        w = weights if weights is None or weights.shape[-1] == 1 else weights[:, cols]  # per row, or per row and pixel
         parts.append(_descend(X[:, cols], B[:, cols].contiguous(), steps, lr, lambda: A, noise_pixels(noise, cols),
-                              None if box is None else tuple(b[cols] for b in box), (), weights, model)[1])
+                              None if box is None else tuple(b[cols] for b in box), (), w, model)[1])
     return A, torch.cat(parts, 1)
 
 
