@@ -57,10 +57,10 @@ def test_mix_gives_the_dense_product_its_gradient_and_the_dense_descent():
 
 
 def test_the_descent_in_pixel_blocks_gives_the_descent_on_all_pixels(monkeypatch):
-    """``descend`` with fixed rows runs the pixels in blocks of ``BLOCK`` values (each below glibc's mmap threshold):
-    each pixel's error, gradient and Adam moments are its own, so the images equal the all-at-once descent's — under
-    cross mode's noise model with one variance per encryption and pixel, per-row weights, the box, and the unbiased
-    model; with extra parameters (the label-free coefficient polish) the pixels stay together."""
+    """``descend`` sums each step's error and gradient over blocks of ``BLOCK`` values (each below glibc's mmap
+    threshold), then takes one Adam step: the images equal the all-at-once descent's — under cross mode's noise model
+    with one variance per encryption and pixel, per-row weights, the box, the unbiased model, and with the rows'
+    coefficients optimised too (the label-free polish, whose gradient sums over every pixel)."""
     from reconguard.attacks.instahide import carlini_model
 
     A, g = _mixing(N=300, n=40, members=2, seed=3)
@@ -73,16 +73,21 @@ def test_the_descent_in_pixel_blocks_gives_the_descent_on_all_pixels(monkeypatch
     box = (torch.full((d,), -1.5, dtype=torch.float64), torch.full((d,), 1.5, dtype=torch.float64))
     w = torch.rand(300, 1, dtype=torch.float64, generator=g)
     start = torch.zeros(40, d, dtype=torch.float64)
-    runs = {}
+    runs, widths = {}, []
+
+    def polished(block):  # the coefficients scaled by one shared factor, optimised with X
+        a = torch.ones(1, dtype=torch.float64, requires_grad=True)
+        R, Z = descend(start, B, 40, 0.05, lambda: 0.8 * A * a.clamp(0.5, 2.0), (mu, var), box, extra=(a,))
+        assert float(a.detach()) > 1.05  # the shared factor moved towards the true 1.25
+        return [Z, R]
+
     for block in (10 ** 9, 300 * 7):  # every pixel at once; blocks of 7 pixels (the last one 1)
         monkeypatch.setattr(carlini_model, "BLOCK", block)
-        runs[block] = [descend(start, B, 40, 0.05, lambda: A, (mu, var), box, weights=w, model=model)[1]
-                       for model in (carlini_model.predict, carlini_model.expected)]
+        runs[block] = [descend(start, B, 40, 0.05, lambda: A, (mu, var), box, weights=w,
+                               model=lambda A_, X_, m, v: widths.append(X_.shape[1]) or model(A_, X_, m, v))[1]
+                       for model in (carlini_model.predict, carlini_model.expected)] + polished(block)
     for whole, blocks in zip(runs[10 ** 9], runs[300 * 7]):
         assert torch.allclose(whole, blocks, atol=1e-10), float((whole - blocks).abs().max())
+    for whole in runs[10 ** 9][:3]:
         assert float((whole - start).abs().max()) > 0.1  # it moved
-    seen = []
-    a = torch.ones(1, requires_grad=True)
-    descend(start, B, 2, 0.05, lambda: A * a, (mu, var), extra=(a,),
-            model=lambda A_, X_, m, v: seen.append(X_.shape[1]) or predict(A_, X_, m, v))
-    assert seen == [d, d]
+    assert set(widths) == {d, 7, 1}  # the blocked runs did run in blocks

@@ -170,34 +170,24 @@ def descend(X, B, steps: int, lr: float, rows, noise=(None, None), box=None, ext
     """Adam on X (and ``extra`` parameters) for ``steps`` steps on ``‖model(A, X, μ, v) − B‖²`` (A = ``rows()``,
     ``noise`` = (μ, v); ``model`` ``predict`` by default, or ``expected``; each row's error times ``weights`` when
     given), X projected on ``box`` = (low, high) per pixel after each step; returns the last rows and X.
-    Without ``extra`` the rows are fixed and every pixel's error, gradient and Adam moments are its own, so the pixels
-    descend in blocks of at most ``BLOCK`` values, one after the other: the same steps (to the products' rounding)
-    with every temporary below glibc's mmap threshold (``reconguard.memory``) — RGB 32×32 crops, cross mode, N =
-    2,500: 61 MB arrays built and freed at every step otherwise (``benchmarks/carlini.py``, README)."""
-    chunk = max(1, BLOCK // max(B.shape[0], 1))
-    if extra or chunk >= B.shape[1]:
-        return _descend(X, B, steps, lr, rows, noise, box, extra, weights, model)
-    A, parts = rows().detach(), []
-    for lo in range(0, B.shape[1], chunk):
-        cols = slice(lo, lo + chunk)
-        w = weights if weights is None or weights.shape[-1] == 1 else weights[:, cols]  # per row, or per row and pixel
-        parts.append(_descend(X[:, cols], B[:, cols].contiguous(), steps, lr, lambda: A, noise_pixels(noise, cols),
-                              None if box is None else tuple(b[cols] for b in box), (), w, model)[1])
-    return A, torch.cat(parts, 1)
-
-
-def _descend(X, B, steps: int, lr: float, rows, noise, box, extra, weights, model):
-    """``descend`` on all of X's pixels at once."""
+    Each step sums the error and its gradient over blocks of pixels of at most ``BLOCK`` values (the error is a sum
+    over pixels), then takes one Adam step: the same steps (to the sums' rounding) with every temporary below glibc's
+    mmap threshold (``reconguard.memory``) — RGB 32×32 crops, cross mode, N = 2,500: 61 MB arrays built and freed
+    at every step otherwise (``benchmarks/carlini_blocks.py``, README)."""
     model = predict if model is None else model
+    chunk = max(1, BLOCK // max(B.shape[0], 1))
+    blocks = [(cols, B[:, cols].contiguous(), noise_pixels(noise, cols),
+               weights if weights is None or weights.shape[-1] == 1 else weights[:, cols])  # per row, or row and pixel
+              for cols in (slice(lo, lo + chunk) for lo in range(0, B.shape[1], chunk))]
     X = X.clone().requires_grad_(True)
     opt = torch.optim.Adam([*extra, X], lr=lr)
     A = rows()
     for _ in range(steps):
-        A = rows()
-        err = (model(A, X, *noise) - B).pow(2)
-        loss = (err if weights is None else err * weights).sum()
         opt.zero_grad()
-        loss.backward()
+        for cols, Bc, noise_c, w in blocks:
+            A = rows()
+            err = (model(A, X[:, cols], *noise_c) - Bc).pow(2)
+            (err if w is None else err * w).sum().backward()
         opt.step()
         if box is not None:
             with torch.no_grad():
