@@ -17,13 +17,19 @@ start), from a start made with the keys at hand (``carlini_basin._challenge``):
 
 - ``--start true``: the true rows; ``--start corrupt --q Q``: each member replaced with probability Q by a random
   image of its class (``carlini_basin._corrupt``); ``--start above --w W``: members of coefficient ≥ W true, the
-  others random members of their class.
+  others random members of their class (``--wrong Q``: each of those ≥ W also replaced with probability Q — the
+  purity a clustering must reach); ``--start kmeans``: a start with no truth in it — per class, the whitened weighted
+  k-means of ``carlini_dominant`` (``--whiten``, ``--feature-power``) over its two-class encryptions, each cluster named after the true
+  image it holds most of (slots are exchangeable, so this naming changes no image, only lets the script score them);
+  one-class rows two random members of their class with half the mass each.
 
 Printed per round: the share of true (encryption, member) pairs held, the recovered images' median correlation with
 the truth (matched by slot) and the share above 0.8, CPU-seconds.
 
     python benchmarks/carlini_sync.py --start true --rounds 1
     python benchmarks/carlini_sync.py --start above --w 0.2 --rounds 4
+    python benchmarks/carlini_sync.py --start above --w 0.2 --wrong 0.2 --rounds 4
+    python benchmarks/carlini_sync.py --start kmeans --rounds 6
 """
 
 from __future__ import annotations
@@ -95,18 +101,42 @@ def nearest_rows(X, A, B, L, cls, pub_mean, pub_var) -> torch.Tensor:
     return out
 
 
-def _start(a, A, cls, g) -> torch.Tensor:
+def _start(a, A, B, L, cls, g) -> torch.Tensor:
     from carlini_basin import _corrupt
 
     if a.start == "true":
         return A.clone()
     if a.start == "corrupt":
         return _corrupt(A, cls, a.q, g)
-    out = torch.zeros_like(A)  # above: the true member where its coefficient ≥ w, else a random one of its class
+    if a.start == "kmeans":
+        return _kmeans_start(a, A, B, L, cls, g)
+    out = torch.zeros_like(A)  # above: the true member where its coefficient ≥ w (kept with probability 1 − wrong)
     for t, i in torch.nonzero(A > 0).tolist():
         same = torch.nonzero(cls == cls[i]).squeeze(1)
-        j = i if A[t, i] >= a.w else int(same[torch.randint(len(same), (1,), generator=g)])
+        keep = A[t, i] >= a.w and float(torch.rand(1, generator=g)) >= a.wrong
+        j = i if keep else int(same[torch.randint(len(same), (1,), generator=g)])
         out[t, j] += A[t, i]
+    return out
+
+
+def _kmeans_start(a, A, B, L, cls, g) -> torch.Tensor:
+    """Rows from ``carlini_dominant.kmeans`` of the whitened |x̃| per class (module docstring, ``--start kmeans``)."""
+    from carlini_dominant import _matched, _unit, kmeans, whiten
+
+    F, out = whiten(B ** a.feature_power, a.whiten), torch.zeros_like(A)
+    two = (L > 1e-6).sum(1) == 2
+    for c in cls.unique().tolist():
+        slots = torch.nonzero(cls == c).squeeze(1)
+        rows = torch.nonzero(two & (L[:, c] > 1e-6)).squeeze(1)
+        mass = L[rows, c]
+        labels = kmeans(_unit(F[rows]), mass ** 4, len(slots), torch.nonzero(mass >= 0.35).squeeze(1), 30, g)
+        named = _matched(labels.numpy(), A[rows][:, slots].argmax(1).numpy(), len(slots))
+        out[rows, slots[torch.as_tensor(named)]] = mass
+        for t in torch.nonzero(~two & (L[:, c] > 1e-6)).squeeze(1).tolist():
+            out[t, slots[torch.randperm(len(slots), generator=g)[:2]]] = L[t, c] / 2
+    on = A >= 0.2
+    print(f"k-means start: {float((out > 0)[on].double().mean()):.3f} of the members of coefficient ≥ 0.2 right",
+          flush=True)
     return out
 
 
@@ -116,9 +146,12 @@ def main():
     from reconguard.encoders import InstaHide
 
     p = challenge_parser(__doc__, "photos", 32, 100, 50, 6, 0)
-    p.add_argument("--start", choices=("true", "corrupt", "above"), default="true")
+    p.add_argument("--start", choices=("true", "corrupt", "above", "kmeans"), default="true")
     p.add_argument("--q", type=float, default=0.2, help="--start corrupt: the share of members replaced")
     p.add_argument("--w", type=float, default=0.2, help="--start above: the least coefficient kept true")
+    p.add_argument("--wrong", type=float, default=0.0, help="--start above: the share of those ≥ w replaced too")
+    p.add_argument("--whiten", type=float, default=1e-3, help="--start kmeans: the whitening's eigenvalue floor")
+    p.add_argument("--feature-power", type=float, default=1.0, help="--start kmeans: cluster |x̃| to this power")
     p.add_argument("--rounds", type=int, default=4)
     a = p.parse_args()
     a.pixels = a.pixels or None
@@ -127,7 +160,7 @@ def main():
     m = 1 - L.sum(1, keepdim=True)  # the public part's mass; its split's Σw² is 2/(k − 1) of m² on average
     pub_mean, pub_var = m * z.mean(0), m ** 2 * z.var(0) * 2 / (a.k - 1)
     shape = tuple(noise.shape[1:])
-    Ae = _start(a, A, cls, torch.Generator().manual_seed(a.seed + 7))
+    Ae = _start(a, A, B, L, cls, torch.Generator().manual_seed(a.seed + 7))
     print(f"{a.data} {a.size}×{a.size}, cross k = {a.k}, n = {a.n}, T = {a.T}, start {a.start}")
     for r in range(a.rounds):
         t0 = time.process_time()
