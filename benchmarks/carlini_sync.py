@@ -113,7 +113,7 @@ def _start(a, A, B, L, cls, g) -> torch.Tensor:
     out = torch.zeros_like(A)  # above: the true member where its coefficient ≥ w (kept with probability 1 − wrong)
     for t, i in torch.nonzero(A > 0).tolist():
         same = torch.nonzero(cls == cls[i]).squeeze(1)
-        keep = A[t, i] >= a.w and float(torch.rand(1, generator=g)) >= a.wrong
+        keep = A[t, i] >= a.w and (a.wrong == 0 or float(torch.rand(1, generator=g)) >= a.wrong)  # draws as before
         j = i if keep else int(same[torch.randint(len(same), (1,), generator=g)])
         out[t, j] += A[t, i]
     return out
