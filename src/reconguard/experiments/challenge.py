@@ -133,8 +133,8 @@ def cross_caveat(ch: Challenge, public: torch.Tensor) -> str:
         return ""
     return (f"the attacker's images leave most pixels' signs unknown (median |mean| / spread {info:.3f} < {SIGN_FLOOR}, "
             "as natural photographs do): in cross mode on such images this attack identified only 0.02–0.28 of 32×32 "
-            "photograph crops at n = 100, T = 50 (ten fresh challenges), below a random guess's SSIM (README, 'Where it stands') — a poor "
-            "recovery here does not show the private images are safe.")
+            "photograph crops at n = 100, T = 50 (ten fresh challenges), below a random guess's SSIM (README, "
+            "'Where it stands') — a poor recovery here does not show the private images are safe.")
 
 
 def _describe(r, ch: Challenge) -> str:
