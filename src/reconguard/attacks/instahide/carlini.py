@@ -47,16 +47,13 @@ kept per pixel) — natural-image crops, inside k = 3, n = 20: identified 0.40 �
 0.90 (RGB, two key seeds). Cross mode (measured worse with it: 0.85 vs 0.95 on digits): Adam on the model's error
 with X in the box [0, 1] occupies once normalised, then two moves Adam cannot make — per pixel, the global sign
 (``orient``) and per image and pixel, x → −x / black / white where that lowers the error (``flip_signs``).
-``solver="auto"`` is the direct X-step everywhere: on 8×8 digits (inside, n = 20, T = 25, labels) it identified
-1.00 vs the lifting's 0.60 (k = 4) and 1.00 vs 0.95 (k = 6, 7 s vs 207 s) — the lifting's exactness does not
-survive noisy assignments.
-Direct: round(120,000 / (N·n)) random starts, 1 to 6 (annealed ones identified no more), stopped at a relative
-gain below 0.25 %; then **k-means' split move** (``split_overloaded``, at most ``splits`` times): a slot holding a
-blend of two images of its class (label-free: of any two slots) — used by > 1.25× the average number of
-encryptions, another slot of it < 0.75× — is split by a 2-means of its encryptions' estimates, and the alternation
-resumes (kept if its error ends lower; ``split_patience`` such phases rejected in a row end the splits; ``max_rounds``
-caps one start's rounds over all phases). Cross, own
-convention, n = 100, T = 50, identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
+``solver="auto"`` is the direct X-step everywhere (8×8 digits, inside, n = 20, T = 25, labels: identified 1.00 vs
+the lifting's 0.60 at k = 4, 1.00 vs 0.95 at k = 6, 7 s vs 207 s: its exactness does not survive noisy assignments).
+Direct: round(120,000 / (N·n)) random starts (1 to 6), stopped at a relative gain below 0.25 %; then **k-means' split
+move** (``split_overloaded``, ≤ ``splits`` times, ``split_patience`` rejections in a row end them, ``max_rounds`` caps
+a start's rounds): a slot used > 1.25× the average, another of its class < 0.75×, is split by a 2-means of its
+encryptions and the alternation resumes, kept if its error ends lower. Cross, own convention, n = 100, T = 50,
+identified: 0.59 (‖·‖²) → 0.76 (the metric) → 0.89–0.93 (the split; three key seeds).
 
 **After the attack** (``carlini_signs.settle``): each pixel's global sign (``sign_prior``; |a X| cannot tell column p
 of X from its negative) chosen under a Gaussian model of the attacker's own images (natural crops, inside k = 3,
@@ -75,10 +72,11 @@ search runs on ``search_pixels`` random pixels (``"auto"``: ``carlini_options.se
 every pixel; the phase step ends in ``phase_polish`` rounds of alternating projections; ``cluster_start``
 (``carlini_start``) replaces the first random start by a labelled clustering.
 
-**Cost** (direct, labelled, cross; O = options ≈ N·(n/10)² with 10 classes, m ≤ k members a row): per
-iteration, the assignment O(O·m·d) = O(n³·T) at fixed T and the X-step O(direct_steps·N·n·d); memory O(O·m) for
-the sparse option rows (members and weights) plus O(chunk·d) while scoring. Measured (28×28, n·T = 1,000 →
-2,500 → 5,000): 32 → 41 → 293 s, 0.91 → 1.21 → 1.73 GiB.
+**Cost** (direct, labelled, cross; O ≈ N·(n/10)² options, m ≤ k members a row): per iteration O(O·m·d) for the
+assignment, O(direct_steps·N·n·d) for the X-step; memory O(O·m) plus O(chunk·d) while scoring.
+
+**Natural images, cross mode, labels** (``sign_sync="auto"``: the attacker's own images' ``sign_information`` below
+``SIGN_FLOOR``): ``carlini_sync``'s clustered start and sign-synchronising X-step replace the search (README).
 
 **Label-free** (no labels): every encryption's row among all C(n, m) member sets × the coefficient grid, one list
 shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` — one float32
@@ -86,8 +84,8 @@ product of augmented rows per chunk, O(N·O·d) time per assignment (O = 89,100 
 O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference convention: identified 0.77 from one
 random start, 0.79 from the similarity network's (0.21 before, each encryption restricted to its 5 likeliest images).
 Above ``max_free_work`` multiply-adds per assignment the search is refused, or with ``similarity`` (the similarity
-network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)); with
-``similarity`` the clustering of the scores also gives one start, in place of one random start. Measured in ``benchmarks/carlini.py``.
+network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)), whose
+clustering also gives one start in place of a random one. Measured in ``benchmarks/carlini.py``.
 """
 
 from __future__ import annotations
@@ -111,6 +109,7 @@ from .carlini_phase import phase_step
 from .carlini_range import range_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
+from .carlini_sync import check_sign_sync, sync_search, wants_sync
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -167,7 +166,7 @@ class CarliniAttack(Attack):
                  sign_prior: bool = True, normalize="dataset", phase_starts: int | None = None,
                  search_pixels: int | str | None = "auto", cluster_start: bool = False, phase_polish: int = 50,
                  prior_moves: int = 8, public_scale: bool = True, split_patience: int | None = None, max_rounds: int | None = None,
-                 denormalize: str = "range", progress: bool = False):
+                 denormalize: str = "range", sign_sync: bool | str = "auto", progress: bool = False):
         super().__init__(None)
         from ...encoders.instahide import MODES, InstaHide, check_coefficient_caps
 
@@ -205,7 +204,7 @@ class CarliniAttack(Attack):
         self.search_pixels = check_search_pixels(search_pixels)
         # the owner's pixel normalisation, as InstaHide(normalize=…) takes it: an unknown rule fails here
         InstaHide(k=self.k, normalize=normalize).channel_stats(torch.zeros(2, 1, 1, 1))
-        self.normalize, self.denormalize = normalize, denormalize
+        self.normalize, self.denormalize, self.sign_sync = normalize, denormalize, check_sign_sync(sign_sync)
         self.grid = RowGrid(self.members, mode, split_grid, c1, c2)
 
     def _anneal(self, r: _Run, A, opts, B, prior, steps: int = 30):
@@ -245,11 +244,8 @@ class CarliniAttack(Attack):
             X = prior.expand(A.shape[1], -1).clone() if X is None else X
             X = descend(X, B, self.direct_steps if steps is None else steps, 0.05, lambda: A, r.noise, r.box)[1]
             return flip_signs(orient(X, A, B, prior, r.predict, r.box), A, B, r.noise, r.box)
-        X = lift(A, B, prior) if X is None else X
-        steps = self.refine_steps if steps is None else steps
-        if not steps:
-            return X
-        return descend(X, B, steps, 0.05, lambda: A, r.noise, r.box)[1]
+        X, steps = lift(A, B, prior) if X is None else X, self.refine_steps if steps is None else steps
+        return descend(X, B, steps, 0.05, lambda: A, r.noise, r.box)[1] if steps else X
 
     def _polish(self, r: _Run, A, X, B, steps: int = 300):
         """Label-free coefficients are on a grid: refine the chosen members' coefficients (in [0, c1]; their
@@ -329,11 +325,16 @@ class CarliniAttack(Attack):
         if pixels is not None:
             r, s = _Run(solver, box, r.noise), r.on(pixels, r.metric)
         Bs, prior_s = (B, prior) if pixels is None else (B[:, pixels], prior[pixels])
-        opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
-        best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
-        A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
-        X = self._solve(r, A, B, prior, best[2] if pixels is None else None,
-                        steps=max(self.refine_steps, self.final_refine_steps))
+        if wants_sync(self.sign_sync, self.mode, labels, own):  # natural images with labels (carlini_sync)
+            A, X = sync_search(B, labels, classes, r.noise, tuple(E.shape[1:]), seed=self.seed, show=self.progress)
+            best = (float(((r.predict(A, X) - B) ** 2).sum()), A, X)
+            history, searched = [best[0]], "sync"
+        else:
+            opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
+            best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
+            A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
+            X = self._solve(r, A, B, prior, best[2] if pixels is None else None,
+                            steps=max(self.refine_steps, self.final_refine_steps))
         if members is None:  # label-free: the grid's coefficients, made continuous
             A, X = self._polish(r, A, X, B)
         # each pixel's global sign, which no fit to |x̃| can tell; cross mode's refit to the amplitudes' mean; the
