@@ -35,41 +35,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def whiten(B: torch.Tensor, eps: float) -> torch.Tensor:
-    """B centred and multiplied by C^(−1/2), C the rows' covariance with its eigenvalues floored at eps·max."""
-    F = B - B.mean(0)
-    w, V = torch.linalg.eigh(F.T @ F / len(F))
-    return F @ (V * (w.clamp_min(0) + eps * w.max()).rsqrt()) @ V.T
-
-
-def _unit(g: torch.Tensor) -> torch.Tensor:
-    g = g - g.mean(0)
-    return g / g.norm(dim=1, keepdim=True).clamp_min(1e-12)
-
-
-def kmeans(f: torch.Tensor, weight: torch.Tensor, K: int, seeds: torch.Tensor, restarts: int,
-           generator: torch.Generator, iterations: int = 50) -> torch.Tensor:
-    """Cluster labels of the unit rows f: weighted spherical k-means (centroid = normalised weighted sum), seeded by
-    k-means++ among the rows ``seeds``; of ``restarts`` runs the one of largest Σ weight · cosine to its centroid."""
-    best, best_labels = -float("inf"), None
-    for _ in range(restarts):
-        pick = [int(seeds[torch.randint(len(seeds), (1,), generator=generator)])]
-        for _ in range(K - 1):
-            near = (f[seeds] @ f[pick].T).max(1).values
-            pick.append(int(seeds[torch.multinomial((1 - near).clamp_min(1e-9) ** 2, 1, generator=generator)]))
-        M = f[pick]
-        for _ in range(iterations):
-            labels = (f @ M.T).argmax(1)
-            new = torch.zeros_like(M).index_add_(0, labels, f * weight[:, None])
-            new = new / new.norm(dim=1, keepdim=True).clamp_min(1e-12)
-            if torch.allclose(new, M):
-                break
-            M = new
-        score = float((weight * (f @ M.T).max(1).values).sum())
-        if score > best:
-            best, best_labels = score, labels
-    return best_labels
+from reconguard.attacks.instahide.carlini_sync import kmeans, whiten  # noqa: E402  (the package's, measured here)
+from reconguard.attacks.instahide.carlini_sync import unit_rows as _unit  # noqa: E402
 
 
 def _matched(found: np.ndarray, who: np.ndarray, K: int) -> np.ndarray:

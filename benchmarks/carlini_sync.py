@@ -1,5 +1,7 @@
 """A sign-synchronising X-step for Carlini's attack in cross mode on natural images (issue 31), and the start it
-needs — an experiment, not the package's attack. The attack's own cross-mode X-step (Adam on the amplitude model)
+needs. The steps are the package's (``reconguard.attacks.instahide.carlini_sync``, which ``CarliniAttack`` now runs in
+cross mode with labels on natural images, with the k-means start's members of mass ≥ 0.2 pinned and the one-class
+encryptions left out of the X-step); this script measures them one by one with the keys at hand. The attack's own cross-mode X-step (Adam on the amplitude model)
 recovers nothing of RGB 32×32 photograph crops even *given the true mixing matrix* (median correlation 0.13,
 README "Where cross mode fails on the crops"): with pixel means ≈ 0 after normalisation nothing tells one image's
 sign at a pixel from another's. This X-step solves that part in closed form, given rows A (N×n):
@@ -43,62 +45,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def energies(A: torch.Tensor, B: torch.Tensor, pub_mean: torch.Tensor, pub_var: torch.Tensor) -> torch.Tensor:
-    """u (n×d ≥ 0): per pixel, the least-squares e in |x̃|² − μ_t² − v_t ≈ (A∘A) e, then √e."""
-    A2 = A ** 2
-    rhs = B ** 2 - pub_mean ** 2 - pub_var
-    e = torch.linalg.solve(A2.T @ A2 + 1e-6 * torch.eye(A.shape[1], dtype=A.dtype), A2.T @ rhs)
-    return e.clamp_min(0).sqrt()
-
-
-def sync_signs(A: torch.Tensor, B: torch.Tensor, u: torch.Tensor, pub_var: torch.Tensor, block: int = 256) -> torch.Tensor:
-    """Signs (n×d, ±1) of every image at every pixel up to one sign per pixel: the leading eigenvector of the
-    encryptions' pair votes (module docstring, step 2), ``block`` pixels at a time."""
-    n, d = u.shape
-    two = (A > 0).sum(1) == 2
-    rows = torch.nonzero(two).squeeze(1)
-    members = torch.nonzero(A[rows] > 0)[:, 1].reshape(-1, 2)
-    I, J = members[:, 0], members[:, 1]
-    li, lj = A[rows, I][:, None], A[rows, J][:, None]
-    out = torch.empty(n, d)
-    for p0 in range(0, d, block):
-        sl = slice(p0, min(p0 + block, d))
-        b, v, ui, uj = B[rows, sl], pub_var[rows, sl], u[I, sl], u[J, sl]
-        vote = ((b - ((li * ui - lj * uj) ** 2 + v).sqrt()) ** 2 - (b - ((li * ui + lj * uj) ** 2 + v).sqrt()) ** 2)
-        V = torch.zeros(sl.stop - p0, n, n, dtype=torch.float64)
-        pix = torch.arange(sl.stop - p0)
-        V.index_put_((pix.repeat(len(rows)), I.repeat_interleave(len(pix)), J.repeat_interleave(len(pix))),
-                     vote.reshape(-1), accumulate=True)
-        lead = torch.linalg.eigh(V + V.transpose(1, 2)).eigenvectors[:, :, -1]
-        out[:, sl] = torch.where(lead.T < 0, -1.0, 1.0)
-    return out.double()
-
-
-def sync_step(A, B, pub_mean, pub_var, shape) -> torch.Tensor:
-    """X (n×d, normalised units) from rows A: energies, pair-vote signs, the tree's global signs."""
-    from reconguard.attacks.instahide.carlini_signs import tree_signs
-
-    u = energies(A, B, pub_mean, pub_var)
-    X = sync_signs(A, B, u, pub_var) * u
-    return X * torch.as_tensor(tree_signs(X.numpy(), shape))
-
-
-def nearest_rows(X, A, B, L, cls, pub_mean, pub_var) -> torch.Tensor:
-    """Each two-class encryption's option (one image of each labelled class, the labels' masses) nearest |x̃_t|
-    under the model √((a X + μ_t)² + v_t); one-class rows kept."""
-    out = A.clone()
-    slots = {c: torch.nonzero(cls == c).squeeze(1) for c in cls.unique().tolist()}
-    for t in range(len(A)):
-        cs = torch.nonzero(L[t] > 1e-6).squeeze(1).tolist()
-        if len(cs) != 2:
-            continue
-        S1, S2 = slots[cs[0]], slots[cs[1]]
-        P = (L[t, cs[0]] * X[S1])[:, None] + (L[t, cs[1]] * X[S2])[None] + pub_mean[t]
-        k = int(((B[t] - (P ** 2 + pub_var[t]).sqrt()) ** 2).sum(-1).argmin())
-        out[t] = 0
-        out[t, S1[k // len(S2)]], out[t, S2[k % len(S2)]] = L[t, cs[0]], L[t, cs[1]]
-    return out
+from reconguard.attacks.instahide.carlini_sync import energies, pinned_rows, sync_signs, sync_step  # noqa: E402,F401
 
 
 def _start(a, A, B, L, cls, g) -> torch.Tensor:
@@ -169,7 +116,7 @@ def main():
         c = c[int(c.median(1).values.argmax())]  # the one overall sign (from the truth here)
         print(f"round {r}: members {right(Ae, A)[0]:.3f}, median correlation {float(c.median()):.3f}, "
               f"> 0.8: {float((c > 0.8).double().mean()):.2f}  ({time.process_time() - t0:.1f} CPU-s X-step)", flush=True)
-        Ae = nearest_rows(Xe, Ae, B, L, cls, pub_mean, pub_var)
+        Ae = pinned_rows(Xe, Ae, Ae, B, L, cls, pub_mean, pub_var, pin=float("inf"))  # the fit's nearest option
 
 
 def _corr(U, V) -> torch.Tensor:
