@@ -124,7 +124,8 @@ def one(a, n: int, T: int) -> dict:
         r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
                           split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
-                          normalize=normalize, denormalize=a.denormalize, progress=a.progress).run(
+                          normalize=normalize, denormalize=a.denormalize, progress=a.progress,
+                          sign_sync={"on": True, "off": False}[a.sign_sync] if a.sign_sync != "auto" else "auto").run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
@@ -202,6 +203,8 @@ def main():
     ap.add_argument("--cluster-start", action="store_true", help="labelled: start the alternation from the encryptions "
                     "clustered by their dominant image (carlini_start) instead of a random assignment")
     ap.add_argument("--label-free", action="store_true")
+    ap.add_argument("--sign-sync", choices=["auto", "on", "off"], default="auto", help="cross with labels: carlini_sync's "
+                    "clustered start and sign-synchronising X-step (auto: when the attacker's images give pixels no sign)")
     ap.add_argument("--random-labels", action="store_true", help="replace the data's labels by ten random classes (as "
                     "--data photos has): how much the attack owes to classes whose images look alike")
     ap.add_argument("--split-grid", type=int, default=5, help="the coefficient grid's points per share (CarliniAttack's "

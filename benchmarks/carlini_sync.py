@@ -1,10 +1,10 @@
 """A sign-synchronising X-step for Carlini's attack in cross mode on natural images (issue 31), and the start it
 needs. The steps are the package's (``reconguard.attacks.instahide.carlini_sync``, which ``CarliniAttack`` now runs in
 cross mode with labels on natural images, with the k-means start's members of mass ≥ 0.2 pinned and the one-class
-encryptions left out of the X-step); this script measures them one by one with the keys at hand. The attack's own cross-mode X-step (Adam on the amplitude model)
-recovers nothing of RGB 32×32 photograph crops even *given the true mixing matrix* (median correlation 0.13,
-README "Where cross mode fails on the crops"): with pixel means ≈ 0 after normalisation nothing tells one image's
-sign at a pixel from another's. This X-step solves that part in closed form, given rows A (N×n):
+encryptions left out of the X-step); this script measures them one by one with the keys at hand. The attack's own
+cross-mode X-step (Adam on the amplitude model) recovers nothing of RGB 32×32 photograph crops even *given the true
+mixing matrix* (median correlation 0.13, README "Where cross mode fails on the crops"): with pixel means ≈ 0 after
+normalisation nothing tells one image's sign at a pixel from another's. This X-step solves that part in closed form, given rows A (N×n):
 
 1. *energies*: per pixel, least squares of |x̃_t|² − (public part's mean² + variance) on Σ_i a_ti² e_i → u_i = √e_i;
 2. *relative signs*: each encryption with two private members i, j votes, per pixel, for "same sign" by how much

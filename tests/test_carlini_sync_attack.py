@@ -66,8 +66,16 @@ def test_sign_sync_auto_chooses_by_the_sign_information_and_refuses_what_it_cann
         wants_sync(True, "cross", None, crops)
     with pytest.raises(ParameterError, match="cross mode"):
         wants_sync(True, "inside", labels, crops)
+    one_class = torch.tensor([[0.6, 0.0], [0.0, 0.7], [0.5, 1e-5]])  # both private images of one class (1e-5: rounding)
+    assert not wants_sync("auto", "cross", one_class, crops)  # nothing to vote on: the search stays
+    with pytest.raises(ParameterError, match="labels name two classes"):
+        wants_sync(True, "cross", one_class, crops)
     with pytest.raises(UnknownOptionError, match="sign_sync"):
         CarliniAttack(6, 10, mode="cross", sign_sync="yes")
+    # the command line's --sign-sync reaches the attack's options (``instahide attack carlini``, ``audit encrypted``)
+    from reconguard.attacks.registry import pick_options
+
+    assert pick_options("carlini", {"sign_sync": "off", "quiet": True}) == {"sign_sync": "off"}
 
 
 def test_pinned_rows_keep_the_clustered_member_and_choose_the_rest_by_the_fit():

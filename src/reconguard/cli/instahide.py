@@ -232,6 +232,9 @@ def register(sub) -> None:
     sp.add_argument("--max-rounds", type=int, default=None,
                     help="carlini: at most this many rounds (X-step + assignment) per start over all its phases, which "
                     "caps the attack's time (default: no cap; README: what 100 gives on label-free Fashion-MNIST)")
+    sp.add_argument("--sign-sync", choices=["auto", "on", "off"], default="auto",
+                    help="carlini, cross mode with labels: the clustered start and sign-synchronising X-step in place of "
+                    "the search (auto: when the attacker's images give pixels no sign, as natural photographs do)")
     sp.add_argument("--search-pixels", type=_search_pixels, default="auto",
                     help="carlini: fit the assignment search on this many random pixels, then solve every pixel (auto: "
                     "256 inside, 1,024 cross with labels, 512 label-free — the README's published-size settings; all: "

@@ -34,6 +34,8 @@ import torch
 from ...errors import ParameterError, UnknownOptionError
 from ...progress import progress
 
+PRESENT = 1e-4  # a class's label mass above it: the class is in the mix (as ``class_members``'s tolerance)
+
 
 def check_sign_sync(setting):
     """``CarliniAttack(sign_sync=…)``: "auto", True or False."""
@@ -52,7 +54,11 @@ def wants_sync(setting, mode: str, labels, own: torch.Tensor) -> bool:
             raise ParameterError("sign_sync=True needs cross mode and the encryptions' soft labels (it clusters each "
                                  "class's encryptions); leave it 'auto' or False here.")
         return False
-    return setting is True or (setting == "auto" and sign_information(own) < SIGN_FLOOR)
+    two = float(((torch.as_tensor(labels) > PRESENT).sum(1) == 2).double().mean())  # the rows it clusters and votes on
+    if setting is True and two == 0:
+        raise ParameterError("sign_sync=True needs encryptions whose labels name two classes (its votes come from "
+                             "those); here every one names one: leave it 'auto' or False.")
+    return setting is True or (setting == "auto" and two >= 0.5 and sign_information(own) < SIGN_FLOOR)
 
 
 def energies(A: torch.Tensor, B: torch.Tensor, pub_mean: torch.Tensor, pub_var: torch.Tensor) -> torch.Tensor:
@@ -139,7 +145,7 @@ def kmeans_start(B: torch.Tensor, labels: torch.Tensor, classes, generator: torc
     class with half its mass each. ``labels``: N×C, each class's private mass."""
     cls = torch.as_tensor(classes)
     F, A = whiten(B.double() ** power, eps), torch.zeros(len(B), len(cls), dtype=torch.float64)
-    present = labels > 1e-6
+    present = labels > PRESENT
     two = present.sum(1) == 2
     for c in cls.unique().tolist():
         slots = torch.nonzero(cls == c).squeeze(1)
@@ -165,7 +171,7 @@ def pinned_rows(X, A, start, B, labels, classes, pub_mean, pub_var, pin: float) 
     slots = {c: torch.nonzero(cls == c).squeeze(1) for c in cls.unique().tolist()}
     pub_var = pub_var.expand(len(A), -1)
     for t in range(len(A)):
-        cs = torch.nonzero(labels[t] > 1e-6).squeeze(1).tolist()
+        cs = torch.nonzero(labels[t] > PRESENT).squeeze(1).tolist()
         if len(cs) != 2:
             continue
         S = [slots[c][start[t, slots[c]] > 0] if labels[t, c] >= pin else slots[c] for c in cs]
@@ -186,7 +192,7 @@ def sync_search(B: torch.Tensor, labels: torch.Tensor, classes, noise: tuple, sh
     mu, var = noise
     rest = 1.0 - labels.sum(1, keepdim=True)
     pub_mean, pub_var = rest * mu, rest ** 2 * var
-    two = (labels > 1e-6).sum(1) == 2
+    two = (labels > PRESENT).sum(1) == 2
     pv_two = pub_var[two] if pub_var.shape[0] == len(B) else pub_var
     start = A = kmeans_start(B, labels, classes, torch.Generator().manual_seed(seed))
     X = None

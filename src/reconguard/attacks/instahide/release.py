@@ -32,6 +32,7 @@ class CarliniOptions:
     similarity_steps: int = 0       # train Carlini et al.'s similarity network on the attacker's own images (0: none)
     search_pixels: int | str | None = "auto"  # the assignment search's random pixels (auto: carlini_options.searched_pixels)
     denormalize: str = "range"      # inside, unpublished normalisation: the recovery's range, or "own" (own images' statistics)
+    sign_sync: bool | str = "auto"  # cross with labels: carlini_sync's start and X-step ("auto": natural images; "on"/"off")
     seed: int = 0
     progress: bool = False
 
@@ -81,7 +82,8 @@ def run_carlini(obs, know, opts: CarliniOptions):
     atk = CarliniAttack(obs.k, obs.n, restarts=opts.restarts, c1=obs.c1, c2=obs.c2, mode=obs.mode, seed=opts.seed,
                         solver=opts.solver, search=opts.search, noise_rank=opts.noise_rank, splits=opts.splits,
                         split_patience=opts.split_patience, max_rounds=opts.max_rounds, prior_moves=opts.prior_moves,
-                        search_pixels=opts.search_pixels, normalize=obs.normalization, denormalize=opts.denormalize, progress=opts.progress)
+                        search_pixels=opts.search_pixels, normalize=obs.normalization, denormalize=opts.denormalize, progress=opts.progress,
+                        sign_sync={"on": True, "off": False}.get(opts.sign_sync, opts.sign_sync))
     similarity = know.similarity
     if obs.labels is None:  # a search too large fails here, before any network is trained
         atk.check_free_search(obs.n, len(obs.encryptions), obs.encryptions[0].numel(),
