@@ -125,7 +125,7 @@ def one(a, n: int, T: int) -> dict:
                           phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
                           split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
                           normalize=normalize, denormalize=a.denormalize, progress=a.progress,
-                          sign_sync={"on": True, "off": False}[a.sign_sync] if a.sign_sync != "auto" else "auto").run(
+                          sign_sync={"on": True, "off": False}.get(a.sign_sync, a.sign_sync)).run(
             enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")

@@ -193,11 +193,10 @@ def sync_search(B: torch.Tensor, labels: torch.Tensor, classes, noise: tuple, sh
     rest = 1.0 - labels.sum(1, keepdim=True)
     pub_mean, pub_var = rest * mu, rest ** 2 * var
     two = (labels > PRESENT).sum(1) == 2
-    pv_two = pub_var[two] if pub_var.shape[0] == len(B) else pub_var
     start = A = kmeans_start(B, labels, classes, torch.Generator().manual_seed(seed))
     X = None
     for _ in progress(range(rounds), "sign-synchronising rounds", enabled=show):
-        X = sync_step(A[two], B[two], pub_mean[two], pv_two, shape)
+        X = sync_step(A[two], B[two], pub_mean[two], pub_var[two], shape)  # pub_*: N×d
         new = pinned_rows(X, A, start, B, labels, classes, pub_mean, pub_var, pin)
         if torch.equal(new, A):
             break
