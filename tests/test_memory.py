@@ -73,7 +73,8 @@ def test_nearest_in_blocks_finds_the_first_least_error_option():
     """``carlini_metric.Metric.nearest`` (the label-free assignment's fused minimum) takes its options ``block // 256``
     at a time, keeping the first of equal minima as one argmin over all would: small blocks (and a last, shorter one),
     and the options' predictions made by a function a block at a time (as the label-free assignment makes them), against
-    one block and against the full N×O errors of ``Metric.cross``, with duplicated options making ties."""
+    one block and against the full N×O errors of ``Metric.cross``, with duplicated options making ties (across blocks a
+    copy may win by float32 rounding: the same prediction, so the same error)."""
     import torch
 
     from reconguard.attacks.instahide.carlini_metric import Metric
@@ -87,8 +88,12 @@ def test_nearest_in_blocks_finds_the_first_least_error_option():
     metric = Metric(V, 0.9 * torch.rand(r, generator=g, dtype=torch.float64))
     one, blocks = metric.nearest(B, P, block=10 ** 9), metric.nearest(B, P, block=256 * 17)
     made = metric.nearest(B, (O, lambda rows: P[rows] * 1.0), block=256 * 17)  # the options' rows made a block at a time
-    assert torch.equal(one[0], blocks[0]) and torch.equal(one[1], blocks[1])
-    assert torch.equal(one[0], made[0]) and torch.equal(one[1], made[1])
+    for other in (blocks, made):
+        # the same option, or a copy of it: one float32 product per block, and a copy in another block's product (of
+        # another shape) may round 1 ulp lower (seen once in CI: options 229 and 228, copies of 79 and 78)
+        differ = one[0] != other[0]
+        assert torch.equal(P[one[0][differ]], P[other[0][differ]]) and torch.equal(one[1], other[1])
+        assert float(differ.double().mean()) < 0.05, differ.double().mean()
     full = metric.cross(B, P)
     assert (one[0] < 150).all()  # ties went to the first copy
     assert torch.allclose(one[1], full.min(1).values, rtol=1e-4, atol=1e-6)

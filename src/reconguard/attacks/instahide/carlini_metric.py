@@ -62,7 +62,8 @@ class Metric:
             low = torch.full((len(b),), float("inf"))
             for o in range(0, count, step):
                 value, at = (left @ right[o:o + step].T).min(1)
-                better = value < low  # strict, as argmin: the first of equal minima
+                better = value < low  # strict, as argmin: the first of equal minima (an identical option in another
+                # block, a product of another shape, may round 1 ulp apart in float32: either is a least-error row)
                 low, idx[a:a + chunk] = torch.where(better, value, low), torch.where(better, at + o, idx[a:a + chunk])
         return idx, self(rows(idx).to(B.dtype) - B).clamp_min(0)
 
