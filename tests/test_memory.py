@@ -83,7 +83,7 @@ def test_nearest_in_blocks_finds_the_first_least_error_option():
     N, O, d, r = 600, 230, 40, 5
     B = torch.rand(N, d, generator=g, dtype=torch.float64)
     P = torch.rand(O, d, generator=g, dtype=torch.float64)
-    P[150:] = P[:80]  # the same option twice: the first index must win
+    P[150:] = P[:80]  # the same option twice: within one product the first index must win
     V = torch.linalg.qr(torch.randn(d, r, generator=g, dtype=torch.float64))[0]
     metric = Metric(V, 0.9 * torch.rand(r, generator=g, dtype=torch.float64))
     one, blocks = metric.nearest(B, P, block=10 ** 9), metric.nearest(B, P, block=256 * 17)
