@@ -40,3 +40,28 @@ def test_sign_sync_step_recovers_natural_images_from_their_rows_only_with_its_vo
     assert right > 0.7, right                            # measured 0.79 (32×32, n = 100: 0.93)
     assert unsigned < right - 0.3, (unsigned, right)     # … but the images need the votes' relative signs (measured 0.08)
     assert wrong < right - 0.3, (wrong, right)           # and the rows (measured 0.03)
+
+
+def test_consensus_of_the_kmeans_runs_places_more_rows_than_their_best_run():
+    """``carlini_sync.consensus`` against ``kmeans`` (the best of the same 30 runs by its score) on 10 clusters of 100
+    unit rows, 500 dimensions, noise 6× the centres' scale: the regime of the crops' energies, where one run's score
+    picks a poor partition. Measured (seeds 0–2): best run 0.30, 0.34, 0.35 of the rows placed; consensus 0.75,
+    0.71, 0.67."""
+    from scipy.optimize import linear_sum_assignment
+
+    from reconguard.attacks.instahide.carlini_sync import consensus, kmeans, unit_rows
+
+    def placed(labels, truth):
+        C = torch.zeros(10, 10).index_put_((truth, labels), torch.ones(len(truth)), accumulate=True).numpy()
+        r, c = linear_sum_assignment(-C)
+        return C[r, c].sum() / len(truth)
+
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        truth = torch.arange(10).repeat_interleave(100)
+        centres = torch.randn(10, 500, generator=g, dtype=torch.float64)
+        f = unit_rows(centres[truth] + 6.0 * torch.randn(1000, 500, generator=g, dtype=torch.float64))
+        w, rows = torch.rand(1000, generator=g, dtype=torch.float64) + 0.5, torch.arange(1000)
+        best = placed(kmeans(f, w, 10, rows, 30, torch.Generator().manual_seed(seed)), truth)
+        agreed = placed(consensus(f, w, 10, rows, 30, torch.Generator().manual_seed(seed)), truth)
+        assert agreed > best + 0.2 and agreed > 0.6, (seed, best, agreed)
