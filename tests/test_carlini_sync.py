@@ -44,8 +44,8 @@ def test_sign_sync_step_recovers_natural_images_from_their_rows_only_with_its_vo
 
 def test_consensus_of_the_kmeans_runs_places_more_rows_than_their_best_run():
     """``carlini_sync.consensus`` against ``kmeans`` (the best of the same 30 runs by its score) on 10 clusters of 100
-    unit rows, 500 dimensions, noise 6× the centres' scale: the regime of the crops' energies, where one run's score
-    picks a poor partition. Measured (seeds 0–2): best run 0.30, 0.34, 0.35 of the rows placed; consensus 0.75,
+    unit rows, 500 dimensions, noise 6× the centres' scale: a regime where, as on the crops' whitened energies, the
+    best-scored run is a poor partition. Measured (seeds 0–2): best run 0.30, 0.34, 0.35 of the rows placed; consensus 0.75,
     0.71, 0.67."""
     from scipy.optimize import linear_sum_assignment
 
