@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from reconguard.attacks.instahide import make_challenge, score_challenge
-from reconguard.attacks.instahide.carlini_range import range_stats
+from reconguard.attacks.instahide.carlini_range import owner_stats, pixel_quantiles, range_stats
 from reconguard.data.photos import PHOTO_SPLITS, photo_crops
 from reconguard.encoders import InstaHide
 from reconguard.experiments.challenge import attack_challenge, load_challenge
@@ -108,11 +108,12 @@ def test_the_range_is_read_off_the_final_recovery_not_the_one_before_its_signs_s
     """The phase step's recovery (before ``carlini_signs.settle``) still holds pixels whose sign is wrong, and a bright
     pixel negated lies far below the set's range: read there, one 32×32 challenge (seed 2) put channel 2's mean at 0.412
     instead of 0.287 (plain 0.79); read off the final recovery, 0.298 (plain 1.00). The attack reads the final one."""
-    import reconguard.attacks.instahide.carlini as carlini_module
     from reconguard.attacks.instahide import CarliniAttack
 
     seen = []
-    monkeypatch.setattr(carlini_module, "range_stats", lambda Z, *a, **kw: seen.append(Z.clone()) or range_stats(Z, *a, **kw))
+    import reconguard.attacks.instahide.carlini_range as range_module
+
+    monkeypatch.setattr(range_module, "range_stats", lambda Z, *a, **kw: seen.append(Z.clone()) or range_stats(Z, *a, **kw))
     source = torch.as_tensor(photo_crops(200, 8, 3, seed=3, photos=PHOTO_SPLITS["a"]), dtype=torch.float32)
     own = torch.as_tensor(photo_crops(100, 8, 3, seed=4, photos=ATTACKER_PHOTOS), dtype=torch.float32)
     labels = torch.as_tensor(np.random.default_rng(3).integers(0, 10, len(source)))
@@ -165,3 +166,37 @@ def test_a_grey_level_is_not_taken_for_black():
     control = ((m - 0.3,), (s,))  # a box whose low end is the grey level: −m_f/s_f = (0.3 − m)/s
     means_c, stds_c = range_stats(z, 1, control)
     assert abs(float(z[0, 0] * stds_c[0] + means_c[0])) < 1e-6, (means_c, stds_c)
+
+
+def test_range_stats_maps_its_quantiles_to_the_targets_given():
+    """The q and 1 − q quantiles of a recovery map to the targets: given the set's own pixel quantiles as targets, any
+    q gives its constants back (the default targets, black and white, need q = 0)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(40, 3, 8, 8, generator=g) ** 1.5
+    m, s = torch.tensor([0.3, 0.45, 0.5]), torch.tensor([0.2, 0.3, 0.25])
+    z = ((x - m.reshape(1, 3, 1, 1)) / s.reshape(1, 3, 1, 1)).reshape(40, -1)
+    for q in (0.01, 0.03, 0.1):
+        means, stds = range_stats(z, 3, ((0.5,) * 3, (0.25,) * 3), q=q, targets=pixel_quantiles(x, q))
+        assert np.allclose(means, m, atol=1e-5) and np.allclose(stds, s, atol=1e-5), (q, means, stds)
+    lows, highs = pixel_quantiles(x, 0.03)
+    assert len(lows) == 3 and all(0 <= lo < hi <= 1 for lo, hi in zip(lows, highs))
+
+
+def test_cross_mode_reads_a_darker_owners_constants_off_a_noisy_recovery_against_its_own_photographs():
+    """Cross mode on natural images (``owner_stats(..., "cross", own)``): the owner's 16×16 crops are darker than the
+    attacker's photographs (means 0.07–0.11 apart), and a cross recovery is noisy at its tails — 5 % of the pixels'
+    signs wrong, noise of 0.2 — so the inside rule (0.2 % quantiles to black and white) reads the noise. The 3 %
+    quantiles mapped to the attacker's own images' read the owner's constants: the worst channel's mean off by 0.009–0.028
+    (seeds 0–3) against the own statistics' 0.070–0.106, the standard deviation 0.013–0.031 against 0.035–0.042."""
+    for seed in range(4):
+        private = torch.as_tensor(photo_crops(100, 16, 3, seed=seed, photos=PHOTO_SPLITS["a"]), dtype=torch.float32)
+        own = torch.as_tensor(photo_crops(300, 16, 3, seed=seed + 1, photos=ATTACKER_PHOTOS), dtype=torch.float32)
+        truth, mine = (InstaHide(6).channel_stats(images) for images in (private, own))
+        z = InstaHide.normalize_images(private, truth).reshape(100, -1).double()
+        g = torch.Generator().manual_seed(seed)
+        z = torch.where(torch.rand(z.shape, generator=g) < 0.05, -z, z) + 0.2 * torch.randn(z.shape, generator=g, dtype=torch.float64)
+        read, inside = owner_stats(z, 3, mine, "cross", own), owner_stats(z, 3, mine, "inside", own)
+        off = {name: (np.abs(np.subtract(st[0], truth[0])).max(), np.abs(np.subtract(st[1], truth[1])).max())
+               for name, st in (("read", read), ("own", mine), ("inside", inside))}
+        assert off["read"][0] < 0.4 * off["own"][0] and off["read"][1] < off["own"][1], (seed, off)
+        assert off["read"][0] < off["inside"][0], (seed, off)

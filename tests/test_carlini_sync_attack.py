@@ -41,6 +41,15 @@ def test_sign_sync_recovers_natural_images_in_cross_mode_with_labels():
     assert float(c.median()) > 0.5, c.median()           # measured 0.62 (the best run as the start: 0.71)
     assert float((c > 0.8).double().mean()) > 0.2, c      # measured 0.30 (0.38)
     assert r.mixing.shape == A.shape and bool(((r.mixing > 0).sum(1) <= 2).all())
+    # de-normalised with the owner's constants read off the recovery's 3 % quantiles against its own images'
+    # (carlini_range, cross mode), not with its own images' statistics
+    from reconguard.attacks.instahide.carlini_range import owner_stats
+    from reconguard.encoders import InstaHide
+
+    mine = tuple(tuple(round(v, 6) for v in part) for part in InstaHide(6).channel_stats(own))
+    m, s = (torch.tensor(v, dtype=torch.float64).reshape(1, 3, 1, 1) for v in owner_stats(r.normalized, 3, mine, "cross", own))
+    assert torch.allclose(r.images, (r.normalized.reshape(40, 3, 12, 12) * s + m).clamp(0, 1).float(), atol=1e-6)
+    assert not torch.allclose(torch.tensor(mine[0]), m.flatten().float(), atol=0.01)
 
 
 def test_sign_sync_auto_chooses_by_the_sign_information_and_refuses_what_it_cannot_do():

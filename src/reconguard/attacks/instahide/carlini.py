@@ -60,8 +60,8 @@ of X from its negative) chosen under a Gaussian model of the attacker's own imag
 n = 20: identified 0.05 → 0.40); cross mode refits X to the amplitudes' *mean* (``carlini_model.mean_link``: the
 search's RMS model shrinks contrast); then ``prior_moves`` rounds of single-pixel moves (−x, black, white) under the
 fit plus that prior (RGB 32×32 crops, cross k = 6, n = 20: identified 0.75 → 0.90, SSIM 0.29 → 0.50; README: n = 100);
-cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification). Inside, an
-unpublished normalisation is read off the recovery's range to de-normalise it (``denormalize="range"``, ``carlini_range``).
+cross mode ends by giving the set its kind's per-image contrast (``match_contrast``: plain-NN identification). An
+unpublished normalisation is read off the recovery's range (``denormalize="range"``; cross, natural: quantiles; ``carlini_range``).
 
 **Two searches** (``search``) for the labelled assignment: ``exhaustive`` scores every label-consistent row;
 ``local`` (``carlini_local``) keeps one state per encryption and member-count tuple and changes one class's
@@ -106,7 +106,7 @@ from .carlini_model import (PLAIN, alternate, cross_noise, descend, flip_signs, 
                             pair_features, predict, scale_noise, split_overloaded)
 from .carlini_options import Options, RowGrid, carlini_inputs, check_search_pixels, class_members, searched_pixels
 from .carlini_phase import phase_step
-from .carlini_range import range_stats
+from .carlini_range import owner_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
 from .carlini_sync import check_sign_sync, sync_search, wants_sync
@@ -340,9 +340,9 @@ class CarliniAttack(Attack):
         # each pixel's global sign, which no fit to |x̃| can tell; cross mode's refit to the amplitudes' mean; the
         # posterior moves (carlini_signs.settle)
         X, before = settle(X.detach(), A, B, r.noise, r.box, own, tuple(E.shape[1:]), self.sign_prior, self.prior_moves,
-                           self.seed, refit=self.final_refine_steps if self.mode == "cross" else 0)
-        if self.mode == "inside" and self.normalize == "dataset" and self.denormalize == "range":  # never published
-            stats = range_stats(X, E.shape[1], stats)  # the owner's, read off the recovery (carlini_range)
+                           self.seed, self.final_refine_steps if self.mode == "cross" else 0, fitted_signs=searched != "sync")
+        if self.normalize == "dataset" and self.denormalize == "range" and (self.mode == "inside" or searched == "sync"):
+            stats = owner_stats(X, E.shape[1], stats, self.mode, public)  # never published: read off X (carlini_range)
         mean, std = (torch.tensor(v, dtype=torch.float64).reshape(1, -1, 1, 1) for v in stats)
         images, unrefined = ((Z.reshape(n_hat, *E.shape[1:]) * std + mean).clamp(0, 1).float() for Z in (X, before))
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
