@@ -13,8 +13,9 @@ al.'s similarity network on its own images encrypted with the same scheme (it is
 clusters the encryptions on its scores. ``--cluster-start`` (labelled) starts the alternation from the encryptions
 clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carlini_start``) instead of a random one.
 The owner normalises pixels with the n private images' own channel statistics by default, which the attacker never
-sees (inside, it de-normalises with the constants read off its recovery's range, ``carlini_range``; ``--denormalize
-own``: its own images' statistics; cross: its own images'); ``--normalize published`` gives the scheme fixed constants of
+sees (inside, and cross on natural images, it de-normalises with the constants read off its recovery's range,
+``carlini_range``; ``--denormalize own``: its own images' statistics; digits and Fashion-MNIST cross: its own images');
+``--normalize published`` gives the scheme fixed constants of
 the whole private source instead, recorded in the challenge and read by the attack, as InstaHide's code fixes
 CIFAR-10's (the published challenge's convention).
 
@@ -191,8 +192,10 @@ def main():
                     "(inside, the attack reads them off its recovery's range: --denormalize); published — fixed "
                     "constants of the private source (all its images), part of the scheme's code as InstaHide's "
                     "CIFAR-10 constants are, read by the attack")
-    ap.add_argument("--denormalize", choices=["own", "range"], default="range", help="inside, --normalize dataset: "
-                    "de-normalise with the constants read off the recovery's range, or the attacker's own images' statistics")
+    ap.add_argument("--denormalize", choices=["own", "range"], default="range",
+                    help="--normalize dataset, inside and cross on natural images: de-normalise with the constants "
+                    "read off the recovery's range (cross: its 3%% quantiles against the attacker's own images'), or the "
+                    "attacker's own images' statistics")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
     ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "

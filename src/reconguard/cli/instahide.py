@@ -243,8 +243,9 @@ def register(sub) -> None:
                     help="carlini: rounds of single-pixel moves (−x, black, white) kept where they lower the fit's error "
                     "plus a Gaussian prior of your own images (repairs colour speckle on natural images; 0: none)")
     sp.add_argument("--denormalize", choices=["own", "range"], default="range",
-                    help="carlini, inside mode, the owner's normalisation not published: de-normalise with the constants "
-                    "read off the recovery's range (range, the default), or with your own images' statistics (own)")
+                    help="carlini, the owner's normalisation not published (inside mode, and cross mode on natural "
+                    "images): de-normalise with the constants read off the recovery's range (range, the default; cross: "
+                    "its 3%% quantiles against your own images'), or with your own images' statistics (own)")
     sp.add_argument("--mode", choices=["inside", "cross"], default=None,
                     help="carlini: the challenge's InstaHide mode (cross: public images in every mix; default: from "
                     "challenge.json, else inside)")

@@ -5,8 +5,9 @@ Recovered``, used by the InstaHide attack suite, ``reconguard instahide attack``
 the settings of the encryptor come from the observation (k, mode, n, c1, c2, normalisation), the attacker's own
 images, its model of the encryptor and its pair scores from :class:`~reconguard.observations.Knowledge`.
 Both return images in [0, 1]: de-normalised with the owner's constants where the release publishes them, else —
-carlini, inside — with the ones read off the recovery's range (``denormalize="range"``, the default; ``"own"``: the
-attacker's own images' statistics), and with the attacker's own images' statistics otherwise.
+carlini, inside, and cross on natural images (its sign-synchronising path) — with the ones read off the recovery's
+range (``denormalize="range"``, the default; ``"own"``: the attacker's own images' statistics), and with the
+attacker's own images' statistics otherwise.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class CarliniOptions:
     prior_moves: int = 8            # rounds of single-pixel moves under the attacker's image prior (carlini_signs; 0: none)
     similarity_steps: int = 0       # train Carlini et al.'s similarity network on the attacker's own images (0: none)
     search_pixels: int | str | None = "auto"  # the assignment search's random pixels (auto: carlini_options.searched_pixels)
-    denormalize: str = "range"      # inside, unpublished normalisation: the recovery's range, or "own" (own images' statistics)
+    denormalize: str = "range"      # unpublished normalisation (inside; cross, natural): the recovery's range, or "own"
     sign_sync: bool | str = "auto"  # cross with labels: carlini_sync's start and X-step ("auto": natural images; "on"/"off")
     seed: int = 0
     progress: bool = False
