@@ -181,7 +181,7 @@ def settle(X, A, B, noise, box, own, shape: tuple, orient: bool = True, moves: i
            refit: int = 0, max_dim: int = MAX_DIM, fitted_signs: bool = True):
     """``(X, X before the refit and the moves)`` after the attack: each pixel's global sign by ``orient_by_prior``
     (``orient``) — with ``fitted_signs`` (X's signs came from a fit to the amplitudes, which cross mode's public mean
-    can inform) kept only where the encryptions fit it no worse than 1 % than X's; then (cross mode) ``refit`` Adam steps
+    can inform) kept only where the encryptions fit it no more than 1 % worse than X's; then (cross mode) ``refit`` Adam steps
     on the amplitudes' error under ``carlini_model.expected``, the unbiased model of E|x̃| (the search's RMS model
     shrinks contrast); then ``moves`` rounds of ``prior_moves`` under the same model (d ≤ ``max_dim``: the precision
     is d×d); cross mode (``refit``) ends with ``match_contrast``. ``fitted_signs=False`` (``carlini_sync``: X's one
