@@ -75,8 +75,8 @@ every pixel; the phase step ends in ``phase_polish`` rounds of alternating proje
 **Cost** (direct, labelled, cross; O ≈ N·(n/10)² options, m ≤ k members a row): per iteration O(O·m·d) for the
 assignment, O(direct_steps·N·n·d) for the X-step; memory O(O·m) plus O(chunk·d) while scoring.
 
-**Natural images, cross mode, labels** (``sign_sync="auto"``: the attacker's own images' ``sign_information`` below
-``SIGN_FLOOR``): ``carlini_sync``'s clustered start and sign-synchronising X-step replace the search (README).
+**Natural images, cross mode, labels** (``sign_sync="auto"``: the own images' ``sign_information`` < ``SIGN_FLOOR``): ``carlini_sync``'s
+clustered start and sign-synchronising X-step replace the search, from ``restarts`` k-means seeds (default ``SYNC_STARTS``) joined (README).
 
 **Label-free** (no labels): every encryption's row among all C(n, m) member sets × the coefficient grid, one list
 shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` — one float32
@@ -109,7 +109,7 @@ from .carlini_phase import phase_step
 from .carlini_range import owner_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
-from .carlini_sync import check_sign_sync, sync_search, wants_sync
+from .carlini_sync import SYNC_STARTS, check_sign_sync, sync_search, wants_sync
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -326,9 +326,9 @@ class CarliniAttack(Attack):
             r, s = _Run(solver, box, r.noise), r.on(pixels, r.metric)
         Bs, prior_s = (B, prior) if pixels is None else (B[:, pixels], prior[pixels])
         if wants_sync(self.sign_sync, self.mode, labels, own):  # natural images with labels (carlini_sync)
-            A, X = sync_search(B, labels, classes, r.noise, tuple(E.shape[1:]), seed=self.seed, show=self.progress)
-            best = (float(((r.predict(A, X) - B) ** 2).sum()), A, X)
-            history, searched = [best[0]], "sync"
+            A, X, history = sync_search(B, labels, classes, r.noise, tuple(E.shape[1:]), seed=self.seed,
+                                        starts=self._restarts or SYNC_STARTS, show=self.progress)  # each start's residual
+            best, searched = (float(((r.predict(A, X) - B) ** 2).sum()), A, X), "sync"
         else:
             opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
             best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)

@@ -36,6 +36,7 @@ from ...errors import ParameterError, UnknownOptionError
 from ...progress import progress
 
 PRESENT = 1e-4  # a class's label mass above it: the class is in the mix (as ``class_members``'s tolerance)
+SYNC_STARTS = 5  # k-means seeds whose recoveries :func:`combine` joins
 
 
 def check_sign_sync(setting):
@@ -203,15 +204,10 @@ def pinned_rows(X, A, start, B, labels, classes, pub_mean, pub_var, pin: float) 
     return out
 
 
-def sync_search(B: torch.Tensor, labels: torch.Tensor, classes, noise: tuple, shape: tuple, rounds: int = 10,
-                pin: float = 0.2, seed: int = 0, show: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(A, X)``: :func:`kmeans_start`, then ``rounds`` of :func:`sync_step` on the two-class encryptions and
-    :func:`pinned_rows`, stopped early when no row changes. ``noise``: (μ, v) per unit of public mass
-    (``carlini_model.public_noise``; v per pixel, or one row per encryption)."""
-    B, labels = B.double(), labels.double()
-    mu, var = noise
-    rest = 1.0 - labels.sum(1, keepdim=True)
-    pub_mean, pub_var = rest * mu, rest ** 2 * var
+def sync_run(B, labels, classes, pub_mean, pub_var, shape: tuple, rounds: int, pin: float, seed: int,
+             show: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One start's ``(A, X)``: :func:`kmeans_start` (k-means seed ``seed``), then ``rounds`` of :func:`sync_step` on
+    the two-class encryptions and :func:`pinned_rows`, stopped early when no row changes."""
     two = (labels > PRESENT).sum(1) == 2
     start = A = kmeans_start(B, labels, classes, torch.Generator().manual_seed(seed))
     X = None
@@ -222,3 +218,63 @@ def sync_search(B: torch.Tensor, labels: torch.Tensor, classes, noise: tuple, sh
             break
         A = new
     return A, X
+
+
+def centred_rows(X: torch.Tensor) -> torch.Tensor:
+    """X's rows centred and scaled to unit norm: their inner products are correlations."""
+    X = X - X.mean(1, keepdim=True)
+    return X / X.norm(dim=1, keepdim=True).clamp_min(1e-12)
+
+
+def align(X0: torch.Tensor, X: torch.Tensor, classes) -> torch.Tensor:
+    """Another start's X put on ``X0``'s slots and signs: within each class its rows matched to X0's by the largest
+    total correlation of |x| (slots of a class are exchangeable; scipy's ``linear_sum_assignment``), then each pixel's
+    column negated where its inner product with X0's column is negative (the sync leaves one sign per pixel)."""
+    from scipy.optimize import linear_sum_assignment
+
+    cls, out = torch.as_tensor(classes), X.clone()
+    for c in cls.unique().tolist():
+        slots = torch.nonzero(cls == c).squeeze(1)
+        C = centred_rows(X0[slots].abs()) @ centred_rows(X[slots].abs()).T
+        r, k = linear_sum_assignment(-C.numpy())
+        out[slots[torch.as_tensor(r)]] = X[slots[torch.as_tensor(k)]]
+    return out * torch.where((X0 * out).sum(0) < 0, -1.0, 1.0).to(X.dtype)
+
+
+def combine(runs: list, classes) -> torch.Tensor:
+    """One X from several starts' (each put on the first's slots by :func:`align`): each image the mean of its two most
+    correlated recoveries. An image the sync recovers is recovered alike from different starts, a stuck one is not,
+    and the mean of an agreeing pair halves their independent noise. On crops cross k = 6 (two captured challenges,
+    n = 100, T = 50), five starts against one: identified 0.83 / 0.78 → 0.86 / 0.83, plain 0.81 / 0.69 → 0.85 / 0.79
+    (the mean of all five: 0.85 / 0.81, plain 0.83 / 0.76)."""
+    if len(runs) == 1:
+        return runs[0]
+    Xs = torch.stack([runs[0]] + [align(runs[0], X, classes) for X in runs[1:]])  # R×n×d
+    U = centred_rows(Xs.reshape(-1, Xs.shape[2])).reshape(Xs.shape)
+    R = len(runs)
+    pairs = [(a, b) for a in range(R) for b in range(a + 1, R)]
+    agree = torch.stack([(U[a] * U[b]).sum(1) for a, b in pairs])  # pairs×n
+    best = torch.as_tensor(pairs)[agree.argmax(0)]  # n×2
+    rows = torch.arange(Xs.shape[1])
+    return (Xs[best[:, 0], rows] + Xs[best[:, 1], rows]) / 2
+
+
+def sync_search(B: torch.Tensor, labels: torch.Tensor, classes, noise: tuple, shape: tuple, rounds: int = 10,
+                pin: float = 0.2, seed: int = 0, starts: int = SYNC_STARTS,
+                show: bool = False) -> tuple[torch.Tensor, torch.Tensor, list]:
+    """``(A, X, residuals)``: :func:`sync_run` from ``starts`` k-means seeds (``seed``, ``seed`` + 1, …), their X
+    joined by :func:`combine`; A is the first start's (X's slots are its), ``residuals`` each start's Σ (|a X + μ| model −
+    |x̃|)². ``noise``: (μ, v) per unit of public mass (``carlini_model.public_noise``; v per pixel, or one row per
+    encryption)."""
+    from .carlini_model import predict
+
+    if not isinstance(starts, int) or isinstance(starts, bool) or starts < 1:
+        raise ParameterError(f"the sign-synchronising path needs starts ≥ 1 (an integer), got {starts!r}.")
+    B, labels = B.double(), labels.double()
+    mu, var = noise
+    rest = 1.0 - labels.sum(1, keepdim=True)
+    pub_mean, pub_var = rest * mu, rest ** 2 * var
+    runs = [sync_run(B, labels, classes, pub_mean, pub_var, shape, rounds, pin, seed + r)
+            for r in progress(range(starts), "sign-synchronising starts", enabled=show)]
+    residuals = [float(((predict(A, X, mu, var) - B) ** 2).sum()) for A, X in runs]
+    return runs[0][0], combine([X for _, X in runs], classes), residuals
