@@ -197,7 +197,8 @@ def main():
                     "read off the recovery's range (cross: its 3%% quantiles against the attacker's own images'), or the "
                     "attacker's own images' statistics")
     ap.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto")
-    ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts (default: its own)")
+    ap.add_argument("--restarts", type=int, default=None, help="the attack's random restarts, or the "
+                    "sign-synchronising path's k-means starts (default: its own; 5 on that path)")
     ap.add_argument("--phase-starts", type=int, default=None, help="inside mode's phase X-step starts per pixel "
                     "(0: the amplitude descent; default: the attack's own)")
     ap.add_argument("--search-pixels", type=lambda v: v if v == "auto" else int(v), default="auto",

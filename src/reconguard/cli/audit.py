@@ -110,7 +110,8 @@ def register(sub) -> None:
     sp.add_argument("--mode", choices=["inside", "cross"], help="InstaHide mode (default: challenge.json, else inside)")
     sp.add_argument("--n", type=int, help="private images (default: challenge.json)")
     sp.add_argument("--label-free", action="store_true", help="carlini: ignore the released labels")
-    sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts (default: the attack's)")
+    sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts, or the sign-synchronising "
+                    "path's k-means starts (default: the attack's)")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network")
     sp.add_argument("--pool", default="samples", help="cross mode: the public pool's kind (noise model)")

@@ -212,7 +212,8 @@ def register(sub) -> None:
                     help="how the owner normalised the pixels: the private set's mean/std per channel, or [-1, 1] "
                     "(default: challenge.json, else dataset)")
     sp.add_argument("--restarts", type=int, default=None, help="carlini: random restarts of the assignment (default: 4 "
-                    "with the lifting; with the direct X-step round(120,000 / (N·n)), 1 to 6)")
+                    "with the lifting; with the direct X-step round(120,000 / (N·n)), 1 to 6; on the sign-synchronising "
+                    "path, its k-means starts: 5)")
     sp.add_argument("--solver", choices=["auto", "lift", "direct"], default="auto",
                     help="carlini: the X-step (auto: direct, which needs no pair of images to co-occur; lift: the "
                     "least-squares lifting, for N ≥ n(n+1)/2)")

@@ -26,6 +26,13 @@ where that class's mass is ≥ ``pin`` — the clustering places those members b
 X does (pinned: 0.43 of the images above correlation 0.8 after 10 rounds; the fit's free choice: 0.24–0.31).
 Encryptions of one class only (both private images in it) are left out of the X-step: their rows are not
 clustered. ``benchmarks/carlini_sync.py`` measures the steps one by one.
+
+*Several starts* (:func:`combine`): the start and rounds run from ``SYNC_STARTS`` k-means seeds; each start's X is
+put on the first's slots and pixel signs (:func:`align`), and each image is the mean of its two most correlated
+recoveries. The images a start leaves stuck are mostly the same in every start (those of little energy in the
+encryptions: on one captured challenge 0.52 of the images above correlation 0.8 in the best start per image against
+0.48–0.52 in each), so picking the best start per image gains little; the agreeing pair's mean halves the variance
+of the noise of the images in between (README, "Several starts, joined").
 """
 
 from __future__ import annotations
@@ -242,11 +249,11 @@ def align(X0: torch.Tensor, X: torch.Tensor, classes) -> torch.Tensor:
 
 
 def combine(runs: list, classes) -> torch.Tensor:
-    """One X from several starts' (each put on the first's slots by :func:`align`): each image the mean of its two most
-    correlated recoveries. An image the sync recovers is recovered alike from different starts, a stuck one is not,
-    and the mean of an agreeing pair halves their independent noise. On crops cross k = 6 (two captured challenges,
-    n = 100, T = 50), five starts against one: identified 0.83 / 0.78 → 0.86 / 0.83, plain 0.81 / 0.69 → 0.85 / 0.79
-    (the mean of all five: 0.85 / 0.81, plain 0.83 / 0.76)."""
+    """One X from several starts' (each put on the first's slots by :func:`align`): each image the mean of its two
+    most correlated recoveries. An image the sync recovers is recovered alike from different starts, a stuck one is
+    not, and the mean of an agreeing pair halves the variance of their independent noise. On crops cross k = 6 (two
+    captured challenges, n = 100, T = 50), five starts against one: identified 0.83 / 0.78 → 0.86 / 0.83, plain
+    0.81 / 0.69 → 0.85 / 0.79 (the mean of all five: 0.85 / 0.81, plain 0.83 / 0.76)."""
     if len(runs) == 1:
         return runs[0]
     Xs = torch.stack([runs[0]] + [align(runs[0], X, classes) for X in runs[1:]])  # R×n×d

@@ -22,7 +22,7 @@ from ..base import Recovered
 
 @dataclass(frozen=True)
 class CarliniOptions:
-    restarts: int | None = None     # random starts (None: the attack's own rule)
+    restarts: int | None = None     # random starts, or the sync path's k-means starts (None: the attack's own rule)
     solver: str = "auto"
     search: str = "auto"
     noise_rank: int = 20
