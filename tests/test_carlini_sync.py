@@ -74,12 +74,13 @@ def test_combine_puts_each_start_on_the_first_ones_slots_and_keeps_the_agreeing_
     puts every other image back on its slot (correlation ≥ 0.94) with 0–0.3 % of the pixels' signs wrong; the combined
     images correlate 0.972 (worst) with the truth against the first start's 0.948, the stuck ones 0.98; the mean of
     all three starts leaves those at 0.87–0.89."""
-    from reconguard.attacks.instahide.carlini_sync import align, centred_rows, combine
+    from reconguard.attacks.instahide.carlini_sync import align, combine
+    from reconguard.attacks.instahide.measure import standardise
 
     g = torch.Generator().manual_seed(0)
     classes = [0] * 4 + [1] * 4 + [2] * 4
     truth = torch.randn(12, 300, generator=g, dtype=torch.float64)
-    corr = lambda Z: (centred_rows(Z) * centred_rows(truth)).sum(1)  # noqa: E731
+    corr = lambda Z: (standardise(Z) * standardise(truth)).sum(1)  # noqa: E731
 
     def start(stuck=(), shuffle=True):
         X = truth + 0.3 * torch.randn(12, 300, generator=g, dtype=torch.float64)

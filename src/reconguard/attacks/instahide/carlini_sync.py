@@ -41,6 +41,7 @@ import torch
 
 from ...errors import ParameterError, UnknownOptionError
 from ...progress import progress
+from .measure import standardise
 
 PRESENT = 1e-4  # a class's label mass above it: the class is in the mix (as ``class_members``'s tolerance)
 SYNC_STARTS = 5  # k-means seeds whose recoveries :func:`combine` joins
@@ -227,12 +228,6 @@ def sync_run(B, labels, classes, pub_mean, pub_var, shape: tuple, rounds: int, p
     return A, X
 
 
-def centred_rows(X: torch.Tensor) -> torch.Tensor:
-    """X's rows centred and scaled to unit norm: their inner products are correlations."""
-    X = X - X.mean(1, keepdim=True)
-    return X / X.norm(dim=1, keepdim=True).clamp_min(1e-12)
-
-
 def align(X0: torch.Tensor, X: torch.Tensor, classes) -> torch.Tensor:
     """Another start's X put on ``X0``'s slots and signs: within each class its rows matched to X0's by the largest
     total correlation of |x| (slots of a class are exchangeable; scipy's ``linear_sum_assignment``), then each pixel's
@@ -242,7 +237,7 @@ def align(X0: torch.Tensor, X: torch.Tensor, classes) -> torch.Tensor:
     cls, out = torch.as_tensor(classes), X.clone()
     for c in cls.unique().tolist():
         slots = torch.nonzero(cls == c).squeeze(1)
-        C = centred_rows(X0[slots].abs()) @ centred_rows(X[slots].abs()).T
+        C = standardise(X0[slots].abs()) @ standardise(X[slots].abs()).T
         r, k = linear_sum_assignment(-C.numpy())
         out[slots[torch.as_tensor(r)]] = X[slots[torch.as_tensor(k)]]
     return out * torch.where((X0 * out).sum(0) < 0, -1.0, 1.0).to(X.dtype)
@@ -257,7 +252,7 @@ def combine(runs: list, classes) -> torch.Tensor:
     if len(runs) == 1:
         return runs[0]
     Xs = torch.stack([runs[0]] + [align(runs[0], X, classes) for X in runs[1:]])  # R×n×d
-    U = centred_rows(Xs.reshape(-1, Xs.shape[2])).reshape(Xs.shape)
+    U = standardise(Xs.reshape(-1, Xs.shape[2])).reshape(Xs.shape)
     R = len(runs)
     pairs = [(a, b) for a in range(R) for b in range(a + 1, R)]
     agree = torch.stack([(U[a] * U[b]).sum(1) for a, b in pairs])  # pairs×n

@@ -159,18 +159,19 @@ class ChallengeScore(Result):
                 f"1-to-1 SSIM {self.baseline.matched_ssim:.3f}")
 
 
-def _standardise(x: torch.Tensor) -> torch.Tensor:
+def standardise(x: torch.Tensor) -> torch.Tensor:
+    """Each image (row) flattened, centred and scaled to unit norm (float64): inner products are correlations."""
     v = x.reshape(x.shape[0], -1).to(torch.float64)
     v = v - v.mean(1, keepdim=True)
     return v / v.norm(dim=1, keepdim=True).clamp_min(1e-12)
 
 
 def _identified(recovered: torch.Tensor, gallery: torch.Tensor, n_private: int,
-                exclude: torch.Tensor | None = None, standardise: bool = True) -> float:
+                exclude: torch.Tensor | None = None, standardised: bool = True) -> float:
     """Fraction of the first ``n_private`` gallery images that are some recovered image's nearest neighbour (L2
     between per-image standardised images, or plain ones); ``exclude[j]``: a gallery index that recovered image j
     may not match (itself, for the baseline)."""
-    prep = _standardise if standardise else (lambda x: x.reshape(x.shape[0], -1).to(torch.float64))
+    prep = standardise if standardised else (lambda x: x.reshape(x.shape[0], -1).to(torch.float64))
     d = torch.cdist(prep(recovered), prep(gallery))
     if exclude is not None:
         d[torch.arange(d.shape[0]), exclude] = math.inf
@@ -228,6 +229,6 @@ def score_challenge(recovered, truth: str | Path, nonmembers=None, seed: int = 0
     pick = torch.randperm(others.shape[0], generator=g)[:size]
     guess = others[pick]
     baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true), size,
-                                 _identified(guess, gallery, n, exclude=n + pick, standardise=False))
+                                 _identified(guess, gallery, n, exclude=n + pick, standardised=False))
     return ChallengeScore(_identified(rec, gallery, n), _matched_ssim(rec, true), baseline, n, int(rec.shape[0]),
-                          int(others.shape[0]), _identified(rec, gallery, n, standardise=False))
+                          int(others.shape[0]), _identified(rec, gallery, n, standardised=False))
