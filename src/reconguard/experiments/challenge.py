@@ -133,7 +133,7 @@ def cross_caveat(ch: Challenge, public: torch.Tensor) -> str:
         return ""
     return (f"the attacker's images leave most pixels' signs unknown (median |mean| / spread {info:.3f} < {SIGN_FLOOR}, "
             "as natural photographs do): in cross mode on 32×32 photograph crops at n = 100, T = 50 this attack "
-            "identified 0.67–0.90 with the labels by standardised nearest neighbour, 0.51–0.89 by plain (ten fresh "
+            "identified 0.82–0.92 with the labels by standardised nearest neighbour, 0.77–0.89 by plain (ten fresh "
             "challenges; digits and Fashion-MNIST: 0.87 or more) and "
             "0.02–0.24 without them (README, 'Where it stands') — a poor recovery here does not show the private "
             "images are safe.")
