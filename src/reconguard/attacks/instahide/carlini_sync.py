@@ -212,14 +212,14 @@ def pinned_rows(X, A, start, B, labels, classes, pub_mean, pub_var, pin: float) 
     return out
 
 
-def sync_run(B, labels, classes, pub_mean, pub_var, shape: tuple, rounds: int, pin: float, seed: int,
-             show: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def sync_run(B, labels, classes, pub_mean, pub_var, shape: tuple, rounds: int, pin: float,
+             seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One start's ``(A, X)``: :func:`kmeans_start` (k-means seed ``seed``), then ``rounds`` of :func:`sync_step` on
     the two-class encryptions and :func:`pinned_rows`, stopped early when no row changes."""
     two = (labels > PRESENT).sum(1) == 2
     start = A = kmeans_start(B, labels, classes, torch.Generator().manual_seed(seed))
     X = None
-    for _ in progress(range(rounds), "sign-synchronising rounds", enabled=show):
+    for _ in range(rounds):  # the starts' progress is sync_search's
         X = sync_step(A[two], B[two], pub_mean[two], pub_var[two], shape)  # pub_*: N×d
         new = pinned_rows(X, A, start, B, labels, classes, pub_mean, pub_var, pin)
         if torch.equal(new, A):
