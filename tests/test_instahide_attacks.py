@@ -258,10 +258,10 @@ def test_similarity_network_and_clustering(tmp_path):
         E.append(e.images)
         Ms.append((e.key.mixing(20) > 0).float())
     M = torch.cat(Ms)
-    net = SimilarityNetwork(1, steps=300, seed=0)
+    net = SimilarityNetwork(1, steps=200, seed=0)
     net.fit(scheme, own)
     r = net.run(torch.cat(E), ((M @ M.T) > 0).numpy())
-    assert r.scores.shape == (200, 200) and r.auc >= 0.65  # measured 0.726 (seed 1: 0.696; 0.5 = chance)
+    assert r.scores.shape == (200, 200) and r.auc >= 0.65  # measured 0.701 (seed 1: 0.692; 300 steps: 0.726, 0.696; 0.5 = chance)
     with pytest.raises(errors.ParameterError, match="cannot fill a group"):
         SimilarityNetwork(1, group_n=50).fit(scheme, own[:10])
     with pytest.raises(errors.ShapeError, match="N×N"):
@@ -674,8 +674,9 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
     """Issue 15 item 4 at smoke size: when the label-consistent assignments outnumber ``max_options`` (inside k = 4
     at n = 100: ~5·10⁷) the attack changes one class's members at a time instead of listing them. The rows stay
     label-consistent, no sweep raises the error for a fixed X, and it recovers what the exhaustive list recovers
-    (n = 30, T = 25: 738,608 rows listed, 60,781 components searched; two random starts each, not the default five:
-    the comparison, not the restarts, is what this test is about)."""
+    (n = 30, T = 25: 738,608 rows listed, 60,781 components searched; one random start each, not the default five:
+    the comparison, not the restarts, is what this test is about; measured: identified 1.00 by all three, as with two
+    starts, at 33 CPU-s instead of 62)."""
     from reconguard.attacks.instahide import CarliniAttack, score_challenge
     from reconguard.attacks.instahide.carlini_local import LocalOptions
     from reconguard.attacks.instahide.carlini_model import predict
@@ -687,7 +688,7 @@ def test_carlini_local_search_past_the_option_limit(tmp_path):
         CarliniAttack(4, 30, search="local").run(enc, None, d.images[public])
     scores = {}
     for search, limit in (("auto", 20_000), ("local", 20_000), ("exhaustive", 2_000_000)):
-        r = CarliniAttack(4, 30, solver="direct", search=search, max_options=limit, restarts=2).run(
+        r = CarliniAttack(4, 30, solver="direct", search=search, max_options=limit, restarts=1).run(
             enc, labels, d.images[public])
         scores[r.search] = score_challenge(r.images, tmp_path / "t")
         onehot = torch.nn.functional.one_hot(r.classes, 10).double()
@@ -714,10 +715,10 @@ def test_label_free_search_over_every_pair_with_the_split_move(tmp_path):
     """Issue 15 item 3 at smoke size: without the labels every encryption's pair is searched among all n(n − 1)/2
     pairs of images (coefficients on a grid; ``Metric.nearest``: one float32 product per chunk, no N×O matrix kept)
     and k-means' split move re-seeds a slot holding a blend of two images (label-free: any two slots). Cross k = 6,
-    public patches normalised with their own statistics, 8×8 digits, n = 40, T = 25, seeded keys: identified 0.53 with
-    the split move vs 0.38 without (guess 0.03); on key seeds 1–5: 0.40 / 0.33, 0.35 / 0.25, 0.50 / 0.38, 0.40 / 0.33,
-    0.35 / 0.35. At 28×28, n = 100, T = 50 the same search identified 0.80 from a random start (README). A search too
-    large to run over every pair is refused with the fix, or restricted by similarity scores."""
+    public patches normalised with their own statistics, 8×8 digits, n = 40, T = 25, seeded keys, one random start
+    each: identified 0.725 with the split move vs 0.60 without (guess 0.025; 17 and 5 CPU-s); the default three starts
+    give 0.85 vs 0.60 (52 and 12 CPU-s). At 28×28, n = 100, T = 50 the same search identified 0.80 from a random start
+    (README). A search too large to run over every pair is refused with the fix, or restricted by similarity scores."""
     from reconguard.attacks.instahide import CarliniAttack, score_challenge
     from reconguard.encoders.instahide import paper_c1
 
@@ -725,7 +726,8 @@ def test_label_free_search_over_every_pair_with_the_split_move(tmp_path):
     enc, _, truth = challenges["own"]
     scores = {}
     for splits in (0, 10):
-        r = CarliniAttack(6, 40, c1=paper_c1(6), mode="cross", splits=splits).run(enc, None, own, noise_images=noise)
+        r = CarliniAttack(6, 40, c1=paper_c1(6), mode="cross", splits=splits, restarts=1).run(
+            enc, None, own, noise_images=noise)
         assert (r.classes == -1).all() and r.mixing.shape == (1000, 40)
         scores[splits] = score_challenge(r.images, truth)
     with_split, without = scores[10], scores[0]
