@@ -153,7 +153,8 @@ params:
 presets:
   smoke: {{{line}}}
 """)
-    assert_refused(cli("run", recipe, "--preset", "smoke", "--quiet", cwd=work), word)  # a subprocess: recipe files below
+    # in this process: test_recipe_files_that_are_wrong refuses a recipe in a subprocess
+    assert_refused(cli("run", recipe, "--preset", "smoke", "--quiet", cwd=work), word)
     assert not (work / "runs").exists()
 
 
