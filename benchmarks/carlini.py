@@ -113,6 +113,13 @@ def one(a, n: int, T: int) -> dict:
         make_challenge(scheme, images, labels_all, n, T, Path(tmp) / "c", Path(tmp) / "t", seed=a.seed + n + T)
         enc, labels = np.load(Path(tmp) / "c" / "encryptions.npy"), np.load(Path(tmp) / "c" / "labels.npy")
         start, cpu0 = time.perf_counter(), time.process_time()
+        atk = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
+                            phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
+                            split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
+                            normalize=normalize, denormalize=a.denormalize, progress=a.progress,
+                            sign_sync={"on": True, "off": False}.get(a.sign_sync, a.sign_sync))
+        if a.label_free:  # a search too large, or settings the attack refuses, fail here, before any network is trained
+            atk.check_free_search(n, len(enc), int(np.prod(enc.shape[1:])), bool(a.similarity_steps))
         similarity = None
         if a.label_free and a.similarity_steps:  # the attacker's similarity network, trained on its own images encrypted the same way
             from reconguard.attacks.instahide import SimilarityNetwork
@@ -122,12 +129,7 @@ def one(a, n: int, T: int) -> dict:
                                                              public_normalize=a.public_normalize, normalize=normalize)
             net.fit(attacker, own)
             similarity = net.scores(enc)
-        r = CarliniAttack(a.k, n, c1=paper_c1(a.k), mode=a.mode, solver=a.solver, seed=a.seed, restarts=a.restarts,
-                          phase_starts=a.phase_starts, search_pixels=a.search_pixels or None, cluster_start=a.cluster_start,
-                          split_grid=a.split_grid, split_patience=a.split_patience, max_rounds=a.max_rounds,
-                          normalize=normalize, denormalize=a.denormalize, progress=a.progress,
-                          sign_sync={"on": True, "off": False}.get(a.sign_sync, a.sign_sync)).run(
-            enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
+        r = atk.run(enc, None if a.label_free else labels, own, noise_images=noise, similarity=similarity)
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
         s = score_challenge(r.images, Path(tmp) / "t")
         s0 = score_challenge(r.unrefined, Path(tmp) / "t")  # the same recovery before the last steps (refit, prior moves, contrast): paired

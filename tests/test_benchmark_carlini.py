@@ -45,3 +45,26 @@ def test_carlini_benchmark_cifar10_needs_its_folder(tmp_path):
     assert out.returncode != 0 and "--root DIR" in out.stderr
     out = _run("--data", "cifar10", "--root", str(tmp_path / "nowhere"), "--n", "6", "--T", "4", cwd=tmp_path)
     assert out.returncode != 0 and "CIFAR-10" in out.stderr and "Traceback" not in out.stderr.splitlines()[-1]
+
+
+def test_carlini_benchmark_refuses_what_the_attack_refuses_before_training_the_network(monkeypatch):
+    """Settings the attack refuses (cross mode with k = 2 mixes no public image) fail before the label-free run trains
+    its similarity network: they took 156 s of training to be told."""
+    import importlib.util
+
+    import pytest
+
+    from reconguard.attacks.instahide import SimilarityNetwork
+    from reconguard.errors import ParameterError
+
+    def never(*_, **__):
+        raise AssertionError("the similarity network was trained before the attack's settings were checked")
+
+    monkeypatch.setattr(SimilarityNetwork, "fit", never)
+    spec = importlib.util.spec_from_file_location("bench_carlini", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(sys, "argv", [str(BENCH), "--data", "digits", "--size", "8", "--mode", "cross", "--k", "2",
+                                      "--label-free", "--one", "12x4"])
+    with pytest.raises(ParameterError, match="mixes no public image"):
+        bench.main()
