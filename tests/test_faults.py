@@ -356,17 +356,20 @@ def _same_user_files(work, before):
     assert {k: after.get(k) for k in before} == before
 
 
-def test_out_home_with_force_never_touches_home(work):
+def test_out_home_with_force_never_touches_home(work, monkeypatch):
     home = work / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
     (home / "thesis.tex").write_text("mine")
     before = snapshot(work)
     env = {**ENV, "HOME": str(home)}
-    for out in (str(home), "/", str(work), str(work.parent)):
-        r = subprocess.run([sys.executable, "-m", "reconguard", "run", "fig2-linear", "--preset", "smoke", "--out", out,
-                            "--force", "--quiet"], cwd=work, capture_output=True, text=True, env=env, timeout=300)
-        assert_refused(r, "never writes its results there")
+    args = ["run", "fig2-linear", "--preset", "smoke", "--force", "--quiet"]
+    r = subprocess.run([sys.executable, "-m", "reconguard", *args, "--out", str(home)], cwd=work, capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert_refused(r, "never writes its results there")
+    monkeypatch.setenv("HOME", str(home))  # the rest in this process, under the same home
+    for out in ("/", str(work), str(work.parent)):
+        assert_refused(cli(*args, "--out", out, cwd=work), "never writes its results there")
     _same_user_files(work, before)  # every pre-existing file, byte for byte (matplotlib may add its font cache)
 
 
@@ -376,10 +379,10 @@ def test_a_users_folder_named_like_the_units_folder_survives(work):
     (units / "mine.pt").write_text("not a unit")
     before = snapshot(work)
     assert_refused(rg("demo", "--preset", "smoke", "--out", "d", "--quiet", cwd=work), ".d.units", "not written")
-    assert_refused(rg("demo", "--preset", "smoke", "--out", "d", "--quiet", "--force", cwd=work), ".d.units")
+    assert_refused(cli("demo", "--preset", "smoke", "--out", "d", "--quiet", "--force", cwd=work), ".d.units")
     (work / ".e.lock").write_text("my lock-looking notes")
     before = snapshot(work)
-    assert_refused(rg("demo", "--preset", "smoke", "--out", "e", "--quiet", cwd=work), ".e.lock", "not a reconguard lock")
+    assert_refused(cli("demo", "--preset", "smoke", "--out", "e", "--quiet", cwd=work), ".e.lock", "not a reconguard lock")
     assert snapshot(work) == before
 
 
@@ -506,18 +509,15 @@ def test_train_resume_with_another_model_or_other_settings(work):
     assert_refused(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), "terminated", "--resume", code=143)
     assert ".venv/bin/reconguard" in err or "-m reconguard" in err or "resume with: reconguard" in err
     assert not (work / ".m.lock").exists() and (work / ".m.checkpoint.pt").exists()
-    before = snapshot(work)
-    r = subprocess.run(base + ["--resume", "--lr", "0.01"], cwd=work, env=ENV, capture_output=True, text=True)
-    assert_refused(r, "lr", "--resume")
-    wider = [a if a != "4" else "8" for a in base]
-    r = subprocess.run(wider + ["--resume"], cwd=work, env=ENV, capture_output=True, text=True)
-    assert_refused(r, "width")
+    before = snapshot(work)  # the refusals that follow run main() in this process (the kill above was a subprocess)
+    assert_refused(cli(*base[3:], "--resume", "--lr", "0.01", cwd=work), "lr", "--resume")
+    wider = [a if a != "4" else "8" for a in base[3:]]
+    assert_refused(cli(*wider, "--resume", cwd=work), "width")
     assert snapshot(work) == before
     # a user's file at the checkpoint's path is never taken for one, nor removed
     (work / ".n.checkpoint.pt").write_text("my file")
     before = snapshot(work)
-    r = subprocess.run([a if a != "m" else "n" for a in base], cwd=work, env=ENV, capture_output=True, text=True)
-    assert_refused(r, ".n.checkpoint.pt", "not written by reconguard")
+    assert_refused(cli(*[a if a != "m" else "n" for a in base[3:]], cwd=work), ".n.checkpoint.pt", "not written by reconguard")
     assert snapshot(work) == before
 
 
