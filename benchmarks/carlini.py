@@ -181,8 +181,8 @@ def main():
                     help="fashion: Fashion-MNIST (Debian's dataset-fashion-mnist, or --root); photos: RGB crops of "
                     "scikit-image's photographs, the attacker's own from other photographs; cifar10: CIFAR-10's python "
                     "batches from --root")
-    ap.add_argument("--root", default=None, help="the data folder: CIFAR-10's python batches (--data cifar10), or "
-                    "Fashion-MNIST's IDX files instead of the Debian package")
+    ap.add_argument("--root", default=None, help="the data folder: CIFAR-10's python batches or its downloaded archive "
+                    "(--data cifar10), or Fashion-MNIST's IDX files instead of the Debian package")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=1, help="fresh challenges per size (seeds seed, seed+1, …): the "
                     "row is their mean and worst")
@@ -228,7 +228,8 @@ def main():
     a = ap.parse_args()
     if a.data == "cifar10" and not a.root:
         ap.error("--data cifar10 needs --root DIR: the folder holding CIFAR-10's python batches (data_batch_1 … "
-                 "data_batch_5, test_batch; or their cifar-10-batches-py folder).")
+                 "data_batch_5, test_batch; or their cifar-10-batches-py folder), or the downloaded "
+                 "cifar-10-python.tar.gz.")
     if a.one:
         print(json.dumps(one(a, *(int(v) for v in a.one.split("x")))))
         return

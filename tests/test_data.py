@@ -167,3 +167,33 @@ def test_instahide_challenge_draws_exact_fashion_mnist_images(tmp_path, fashion_
     train = load_fashion_mnist().images.reshape(60000, -1)
     for img in private.reshape(6, -1):
         assert float(((train - img) ** 2).sum(1).min()) < 1e-10  # each private image is one training image, exactly
+
+
+def test_cifar_read_from_the_downloaded_archive(tmp_path):
+    """The official ``cifar-10-python.tar.gz`` as downloaded — the path itself or in the folder given — reads the same
+    images as its extracted batches, without extracting anything; a truncated archive or one without a batch is a
+    clear error."""
+    import tarfile
+
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    _write_cifar(tmp_path / "x" / "cifar-10-batches-py", names)
+    archive = tmp_path / "dl" / "cifar-10-python.tar.gz"
+    archive.parent.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "x" / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    for split in ("train", "test"):
+        ref = load_cifar10(tmp_path / "x", split)
+        for root in (archive, archive.parent):
+            got = load_cifar10(root, split)
+            assert torch.equal(got.images, ref.images) and torch.equal(got.labels, ref.labels)
+    assert sorted(p.name for p in archive.parent.iterdir()) == ["cifar-10-python.tar.gz"]  # nothing extracted
+    broken = tmp_path / "broken.tar.gz"
+    broken.write_bytes(archive.read_bytes()[:200])
+    with pytest.raises(errors.CorruptDataError, match="broken.tar.gz"):
+        load_cifar10(broken)
+    partial = tmp_path / "partial.tar.gz"
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(tmp_path / "x" / "cifar-10-batches-py" / "test_batch", arcname="cifar-10-batches-py/test_batch")
+    assert load_cifar10(partial, "test").images.shape == (3, 3, 32, 32)
+    with pytest.raises(errors.CorruptDataError, match="data_batch_1"):
+        load_cifar10(partial, "train")

@@ -6,7 +6,9 @@
   Debian's ``dataset-fashion-mnist`` package (``/usr/share/datasets/fashion-mnist``), else the folder given (or
   its ``FashionMNIST/raw`` subfolder).
 * CIFAR-10: the python batches (``data_batch_1`` … ``data_batch_5``, ``test_batch``) in the folder
-  given or in its ``cifar-10-batches-py`` subfolder. The batches are pickles; they are read with
+  given or in its ``cifar-10-batches-py`` subfolder, or read straight from the archive as downloaded
+  (``cifar-10-python.tar.gz``: the path given, or that name in the folder; nothing is extracted to
+  disk). The batches are pickles; they are read with
   an unpickler that only builds dicts, lists, bytes and numpy arrays, so a tampered file cannot
   run code.
 """
@@ -17,6 +19,8 @@ import gzip
 import io
 import pickle
 import struct
+import tarfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +31,9 @@ from .datasets import ImageDataset
 
 MNIST_FORMAT = ("MNIST IDX files: train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, "
                 "t10k-labels-idx1-ubyte (optionally .gz), from http://yann.lecun.com/exdb/mnist/")
+CIFAR_ARCHIVE = "cifar-10-python.tar.gz"
 CIFAR_FORMAT = ("CIFAR-10 python batches: data_batch_1 … data_batch_5 and test_batch "
-                "(the 'CIFAR-10 python version' archive, extracted)")
+                f"(the 'CIFAR-10 python version' archive {CIFAR_ARCHIVE}, extracted or as downloaded)")
 
 
 def _check_split(split: str) -> str:
@@ -126,26 +131,46 @@ class _SafeUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} (not part of a CIFAR-10 batch)")
 
 
-def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+def _parse_cifar_batch(raw: bytes, where: str) -> tuple[np.ndarray, np.ndarray]:
     try:
-        with open(path, "rb") as fh:
-            batch = _SafeUnpickler(io.BytesIO(fh.read()), encoding="bytes").load()
+        batch = _SafeUnpickler(io.BytesIO(raw), encoding="bytes").load()
         data = np.asarray(batch[b"data"], dtype=np.uint8)
         labels = np.asarray(batch.get(b"labels", batch.get(b"fine_labels")), dtype=np.int64)
     except (pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CorruptDataError(f"{path}: not a CIFAR-10 python batch ({exc}). Expected {CIFAR_FORMAT}.") from exc
+        raise CorruptDataError(f"{where}: not a CIFAR-10 python batch ({exc}). Expected {CIFAR_FORMAT}.") from exc
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.shape[0]:
-        raise CorruptDataError(f"{path}: data of shape {data.shape} with {labels.shape[0]} labels; "
+        raise CorruptDataError(f"{where}: data of shape {data.shape} with {labels.shape[0]} labels; "
                                f"expected N×3072 uint8 and N labels.")
     return data, labels
 
 
+def _read_cifar_archive(archive: Path, names: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The batches ``names`` read from the downloaded archive's members (matched by file name), never extracted."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+            missing = [n for n in names if n not in members]
+            if missing:
+                raise CorruptDataError(f"{archive}: the archive holds no {', '.join(missing)}. Expected {CIFAR_FORMAT}.")
+            return [_parse_cifar_batch(tar.extractfile(members[n]).read(), f"{archive}:{members[n].name}") for n in names]
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:  # gzip's errors are OSErrors
+        why = "not a tar archive, plain or compressed" if isinstance(exc, tarfile.ReadError) else f"{exc}".splitlines()[0]
+        raise CorruptDataError(f"{archive}: not a readable CIFAR-10 archive ({why}). Expected {CIFAR_FORMAT}.") from exc
+
+
 def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
-    """CIFAR-10 from local python batches as ``N×3×32×32`` float32 in [0, 1] (pixels / 255)."""
+    """CIFAR-10 from local python batches (a folder, or the downloaded archive) as ``N×3×32×32`` float32 in [0, 1]
+    (pixels / 255)."""
     root = Path(root)
     names = [f"data_batch_{i}" for i in range(1, 6)] if _check_split(split) == "train" else ["test_batch"]
     subdirs = [".", "cifar-10-batches-py"]
-    parts = [_read_cifar_batch(_find(root, [n], subdirs, f"CIFAR-10 {split} batch {n}", CIFAR_FORMAT)) for n in names]
+    archive = root if root.is_file() else root / CIFAR_ARCHIVE
+    extracted = root.is_dir() and any((root / d / names[0]).is_file() for d in subdirs)
+    if archive.is_file() and not extracted:
+        parts = _read_cifar_archive(archive, names)
+    else:
+        paths = [_find(root, [n], subdirs, f"CIFAR-10 {split} batch {n}", CIFAR_FORMAT) for n in names]
+        parts = [_parse_cifar_batch(path.read_bytes(), str(path)) for path in paths]
     data = np.concatenate([p[0] for p in parts]).reshape(-1, 3, 32, 32)
     labels = np.concatenate([p[1] for p in parts])
     x = torch.from_numpy(data.astype(np.float32) / 255.0)
