@@ -152,3 +152,23 @@ def test_unknown_recipe_and_keys(tmp_path, capsys):
         load_recipe(bad)
     with pytest.raises(errors.DataFileNotFoundError, match="missing.yaml"):
         load_recipe(tmp_path / "missing.yaml")
+
+
+def test_a_score_matrix_from_too_few_samples_says_so():
+    """S averaged over fewer scores than dimensions (or than its jackknife's leave-one-group-out means need) is
+    singular: each bound that needs S⁻¹ refuses with the count, the count needed and Theorem 1 (Tr S only), which
+    still gives a valid number from the same sample."""
+    from reconguard.bounds import estimate_score_matrix, maeng_bound
+
+    d = 64
+    prior = gaussian_prior(mu=0.5, eta=0.2, d=d)
+    fisher = estimate_fisher(random_linear(d, 8, seed=0))
+    for n in (32, 64):  # 64: S itself is positive definite, its leave-one-group-out means are not
+        x = prior.sample(n, generator=torch.Generator().manual_seed(n))
+        S = estimate_score_matrix(lambda v: -(v - 0.5) / 0.04, data=x)
+        calls = [lambda: mse_bound(fisher, S, sigma=0.1)] + ([lambda: noiseless_mse_bound(fisher, S)] if n == 32 else [])
+        for call in calls + ([lambda: ceiling(S)] if n == 32 else []):
+            with pytest.raises(errors.ParameterError, match=rf"mean of {n} score outer products in d = 64.*at least 73"):
+                call()
+        exact = maeng_bound(fisher, score_matrix(prior), sigma=0.1).value
+        assert 0 <= maeng_bound(fisher, S, sigma=0.1).value <= exact * 1.05

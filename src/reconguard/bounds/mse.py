@@ -25,6 +25,7 @@ that produced ``value``; ``Bound.guarantee`` is false for the paper's τ > 0 heu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 
@@ -96,6 +97,24 @@ def _prepare(fisher, S):
     return fisher, matrix
 
 
+@contextlib.contextmanager
+def _few_samples_explained(S, d: int):
+    """A singular S from too few samples — a mean of fewer than d score outer products, or the jackknife's
+    leave-one-group-out means — is refused with the count, the count needed and the bound that needs only Tr(S)."""
+    try:
+        yield
+    except ParameterError as exc:
+        n, groups = getattr(S, "n", None), getattr(S, "groups", 0)
+        need = d + 1 if groups < 2 else math.ceil((d + 1) * groups / (groups - 1))
+        if n is None or getattr(S, "exact", True) or n >= need:
+            raise
+        held = f" (its jackknife leaves one of {groups} groups out, ≈ {n - n // groups} samples)" if groups > 1 else ""
+        raise ParameterError(f"{exc} Here S is a mean of {n} score outer products in d = {d} dimensions{held}: a mean "
+                             f"of fewer than d is singular. Estimate S from at least {need} samples "
+                             "(estimate_score_matrix(..., n=…) or more data=), or use maeng_bound (Theorem 1), which "
+                             "needs only Tr(S).") from exc
+
+
 def _generalised_eig(fisher: FisherEstimate, S: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """``(θ, ‖v_i‖²)`` of ``E[G] v = θ S v``, cached on the estimate per S."""
     S = S.contiguous()
@@ -154,11 +173,12 @@ def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound
         theta, weight = _generalised_eig(f, S_m)
         return float(np.sum(weight / (theta / sigma**2 + 1.0))) / f.d
 
-    theta, _ = _generalised_eig(fisher, getattr(S, "matrix", S))
     sat = fisher.saturation
-    jk, kind = corollary1_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv),
-                               (lambda lv: dense_tangent(fisher, S, sigma, lv)) if fisher.heldout else None,
-                               lambda lv: with_sampling_error(_maeng_value(sigma), fisher, S, lv), level)
+    with _few_samples_explained(S, fisher.d):
+        theta, _ = _generalised_eig(fisher, getattr(S, "matrix", S))
+        jk, kind = corollary1_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv),
+                                   (lambda lv: dense_tangent(fisher, S, sigma, lv)) if fisher.heldout else None,
+                                   lambda lv: with_sampling_error(_maeng_value(sigma), fisher, S, lv), level)
     return _finish("mse", jk, "Tr((E[G]/sigma^2 + S)^-1) / d", fisher.d, sigma=sigma, rank=int(np.sum(theta > 0)),
                    inputs=_summary(fisher, S), cut=_cut(fisher), kind=kind, saturation=sat.to_dict(),
                    plugin=value(fisher, getattr(S, "matrix", S)))
@@ -189,11 +209,12 @@ def noiseless_mse_bound(fisher, S, tau: float = 0.0, *, level: float = DEFAULT_L
                                  "so Corollary 2 is infinite; check S (score_quality) or lower tau.")
         return float((1.0 / evals).sum()) / f.d
 
-    jk, kind = corollary2_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv), tau, heuristic, level)
+    with _few_samples_explained(S, fisher.d):
+        jk, kind = corollary2_rule(sat, lambda lv: with_sampling_error(value, fisher, S, lv), tau, heuristic, level)
+        plugin = value(fisher, getattr(S, "matrix", S))
     return _finish("noiseless_mse", jk, "Tr((U^T S U)^-1) / d, U = null(E[G])", fisher.d, sigma=0.0, tau=split.tau,
                    rank=split.rank, inputs={**_summary(fisher, S), "threshold": split.threshold}, cut=split.cut,
-                   kind=kind, saturation=sat.to_dict(), guarantee=not heuristic,
-                   plugin=value(fisher, getattr(S, "matrix", S)))
+                   kind=kind, saturation=sat.to_dict(), guarantee=not heuristic, plugin=plugin)
 
 
 def ceiling(S, d: int | None = None) -> Bound:
@@ -207,10 +228,12 @@ def ceiling(S, d: int | None = None) -> Bound:
         from .lowrank import lowrank_ceiling
         return lowrank_ceiling(S)
     S_t = torch.as_tensor(getattr(S, "matrix", S))
-    S = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")  # the plug-in value: see rtc
-    evals = torch.linalg.eigvalsh(S)
-    if float(evals.min()) <= 0:
-        raise ParameterError("S (score matrix) must be positive definite to have a ceiling Tr(S^-1)/d.")
+    matrix = as_square_matrix(S_t, S_t.shape[0], "S (score matrix)")  # the plug-in value: see rtc
+    evals = torch.linalg.eigvalsh(matrix)
+    with _few_samples_explained(S, matrix.shape[0]):
+        if float(evals.min()) <= 0:
+            raise ParameterError("S (score matrix) must be positive definite to have a ceiling Tr(S^-1)/d.")
+    S = matrix
     return Bound("ceiling", float((1.0 / evals).sum()) / S.shape[0], "Tr(S^-1) / d", S.shape[0],
                  rank=0, inputs={"trace_S": float(evals.sum())}, kind="ceiling")
 
