@@ -581,8 +581,9 @@ def test_random_user_trees_survive_every_run(work, name):
             assert cli(*argv, "--out", out, cwd=root).returncode == 0
         _user_tree(root, out if kind == "dir" else "around", rng)
         mine = snapshot(root)
-        if trial == 2:
-            mine = {k: v for k, v in mine.items() if k.split("/")[0] != out or not _listed_by_reconguard(root, k)}
+        if trial == 2:  # its files, and its markers (they record each file's digest as written, so they change)
+            ours = {k for k in mine if (k.split("/")[0] == out or k.endswith(".reconguard.json")) and _listed_by_reconguard(root, k)}
+            mine = {k: v for k, v in mine.items() if k not in ours}
         for force in ([], ["--force"]):
             r = cli(*argv, "--out", out, *force, cwd=root)
             assert r.returncode in (0, 2), r.stderr
@@ -596,3 +597,39 @@ def _listed_by_reconguard(root: Path, rel: str) -> bool:
     from reconguard.io import owner
 
     return owner(root / rel) is not None or rel.endswith(".reconguard.json")
+
+
+def test_a_result_the_user_edited_is_theirs(work):
+    """The marker records each file's size, time and SHA-256 as written: a result file the user changed afterwards is
+    never replaced or removed by a rerun (with or without --force); a byte-identical copy of a result folder (times
+    not kept) is still reconguard's; a marker of an earlier version (no digests) is trusted by name, as before."""
+    import json
+    import shutil
+
+    run = ["run", "fig2-linear", "--preset", "smoke", "--quiet"]
+    assert cli(*run, "--out", "r", cwd=work).returncode == 0
+    shutil.copytree(work / "r", work / "copy", copy_function=shutil.copyfile)  # the bytes, not the times
+    with open(work / "r" / "report.html", "a") as fh:
+        fh.write("<p>my notes on this run</p>")
+    (work / "r" / "rtc.png").unlink()  # a result the user removed is simply written again
+    before = snapshot(work)
+    assert_refused(cli(*run, "--out", "r", cwd=work), "report.html")
+    assert_refused(cli(*run, "--out", "r", "--force", cwd=work), "report.html", "changed since reconguard wrote it")
+    after = snapshot(work)  # (the refused run keeps its finished units beside, to resume once the file is moved)
+    assert {k: after.get(k) for k in before} == before and all(k.startswith(".r.units/") for k in set(after) - set(before))
+    assert cli(*run, "--out", "copy", cwd=work).returncode == 0  # the copy's files are unchanged: replaced as ours
+    # a file result: bound --out b.json, edited, then the same command again
+    bound = ["bound", "--encoder", "linear", "--size", "4", "--m", "4", "--quiet", "--out", "b.json"]
+    assert cli(*bound, cwd=work).returncode == 0
+    (work / "b.json").write_text((work / "b.json").read_text().replace("{", '{"mine": 1, ', 1))
+    before = snapshot(work)
+    for force in ([], ["--force"]):
+        assert_refused(cli(*bound, *force, cwd=work), "b.json", "changed since reconguard wrote it")
+    assert snapshot(work) == before
+    # a marker without digests (an earlier version's): its files are reconguard's by name
+    mark = json.loads((work / "copy" / ".reconguard.json").read_text())
+    mark.pop("digests")
+    (work / "copy" / ".reconguard.json").write_text(json.dumps(mark))
+    (work / "copy" / "results.json").write_text("{}")
+    assert cli(*run, "--out", "copy", cwd=work).returncode == 0
+    assert json.loads((work / "copy" / "results.json").read_text()) != {}

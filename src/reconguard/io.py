@@ -2,9 +2,10 @@
 
 * A failed run leaves no half-written result file or folder (``atomic_file``, ``atomic_directory``).
 * The output layer can only delete what it wrote. Every folder reconguard writes carries a marker
-  (``.reconguard.json``: the command that wrote it) that lists every file it wrote there; replacing a result
-  replaces or removes listed files only (:func:`atomic_directory` merges file by file, :func:`remove_owned`
-  removes a listed file or a marked folder's listed files). A file not listed is the user's: never
+  (``.reconguard.json``: the command that wrote it) that lists every file it wrote there, with its size, time
+  and SHA-256 as written; a listed file the user has changed since is the user's. Replacing a result replaces
+  or removes listed, unchanged files only (:func:`atomic_directory` merges file by file, :func:`remove_owned`
+  removes a listed file or a marked folder's listed files). Any other file is the user's: never
   replaced, never removed, with or without ``force`` (``force`` only lets a run write beside such files, or
   over another command's listed results). ``$HOME``, ``/``, the working directory and the folders above it are
   never an output folder. Locks, units folders and checkpoints carry the marker (or the lock's own format), so
@@ -17,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -95,15 +97,60 @@ def _user_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name != MARKER and not ours(p))[:3]
 
 
-def _listed(folder: Path) -> dict:
-    """``{relative path: command}`` of the files ``folder``'s marker lists (reconguard's own files there)."""
+def _digest(path: Path) -> dict | None:
+    """What identifies a file's content as written: size, modification time (ns) and SHA-256; None if absent."""
+    try:
+        st = path.stat()
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h.hexdigest()}
+
+
+def _unchanged(path: Path, recorded) -> bool:
+    """Whether ``path`` still holds what reconguard wrote: the same size and time, or SHA-256 (a copy that kept the
+    bytes); no digest (an earlier version's marker, a write in progress) or no file counts as unchanged."""
+    try:
+        st = path.stat()
+    except OSError:
+        return True  # nothing there to lose
+    if not isinstance(recorded, dict) or (st.st_size, st.st_mtime_ns) == (recorded.get("size"), recorded.get("mtime_ns")):
+        return True
+    now = _digest(path) if st.st_size == recorded.get("size") else None
+    return now is not None and now["sha256"] == recorded.get("sha256")
+
+
+def _recorded(folder: Path) -> tuple[dict, dict]:
+    """``({relative path: command}, {relative path: digest})`` as ``folder``'s marker lists them."""
     mark = _marker(folder) or {}
-    files = mark.get("files")
-    return {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+    files, digests = mark.get("files"), mark.get("digests")
+    files = {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
+    return files, (digests if isinstance(digests, dict) else {})
+
+
+def _listed(folder: Path) -> dict:
+    """``{relative path: command}`` of reconguard's own files in ``folder``: listed in its marker and unchanged since
+    written (a listed file the user has edited since is the user's)."""
+    files, digests = _recorded(folder)
+    return {k: v for k, v in files.items() if _unchanged(folder / k, digests.get(k))}
+
+
+def _changed(folder: Path) -> set:
+    """Files ``folder``'s marker lists whose content changed after reconguard wrote them."""
+    files, digests = _recorded(folder)
+    return {k for k in files if not _unchanged(folder / k, digests.get(k))}
+
+
+def _not_ours(path: Path) -> str:
+    """Why ``path`` is not reconguard's to replace, for a message."""
+    return "was changed since reconguard wrote it (yours now)" if path.name in _changed(path.parent) else "was not written by reconguard"
 
 
 def owner(path: str | os.PathLike) -> str | None:
-    """The command that wrote ``path``, by its folder's marker; None when reconguard did not write it."""
+    """The command that wrote ``path`` (its folder's marker); None when reconguard did not, or it was changed since."""
     path = Path(path)
     return _listed(path.parent).get(path.name)
 
@@ -134,8 +181,8 @@ def check_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
         if path.is_dir() and any(path.iterdir()) and not force:
             mark = _marker(path)
             if mark is None or _user_files(path):
-                raise OutputError(f"--out {path} already holds files reconguard did not write "
-                                  f"({', '.join(_user_files(path))}…); choose a new folder, or pass --force to "
+                raise OutputError(f"--out {path} already holds files reconguard did not write, or changed after it "
+                                  f"wrote them ({', '.join(_user_files(path))}…); choose a new folder, or pass --force to "
                                   "write beside them (they are kept: reconguard never removes a file it did not "
                                   "write).")
             if mark.get("command") != command:
@@ -147,7 +194,7 @@ def check_output(path: str | os.PathLike, command: str, *, kind: str = "dir", fo
         if path.exists() or path.is_symlink():
             who = owner(path)
             if who is None:
-                raise OutputError(f"{path} already exists and was not written by reconguard; choose another --out "
+                raise OutputError(f"{path} already exists and {_not_ours(path)}; choose another --out "
                                   "(reconguard never overwrites a file it did not write, even with --force).")
             if who != command and not force:
                 raise OutputError(f"{path} already exists and was written by `reconguard {who}`; choose another "
@@ -165,18 +212,27 @@ def _check_writable(folder: Path) -> None:
 
 
 def mark_folder(folder: str | os.PathLike, command: str, files=(), **extra) -> None:
-    """Write ``folder``'s marker: it holds the results of ``command``, and ``files`` (relative paths) are its own."""
-    mark = {"command": command, "files": {str(f): command for f in files}, **extra}
-    write_text_atomic(Path(folder) / MARKER, json.dumps(mark, indent=1) + "\n")
+    """Write ``folder``'s marker: it holds the results of ``command``, and ``files`` (relative paths) are its own, as
+    they are now (their digests)."""
+    folder = Path(folder)
+    digests = {str(f): d for f in files if (d := _digest(folder / f)) is not None}
+    mark = {"command": command, "files": {str(f): command for f in files}, "digests": digests, **extra}
+    write_text_atomic(folder / MARKER, json.dumps(mark, indent=1) + "\n")
 
 
-def record_file(path: str | os.PathLike, command: str) -> None:
-    """List ``path`` in its folder's marker as written by ``command`` (so a rerun may overwrite it)."""
+def record_file(path: str | os.PathLike, command: str, *, written: bool = True) -> None:
+    """List ``path`` in its folder's marker as written by ``command`` (so a rerun may overwrite it), with its digest
+    as it is now; ``written=False`` lists it before it is written (a write in progress: no digest yet)."""
     path = Path(path)
     mark = _marker(path.parent) or {}
-    files = dict(mark.get("files") or {})
+    files, digests = dict(mark.get("files") or {}), dict(mark.get("digests") or {})
     files[path.name] = command
-    mark["files"] = files
+    digest = _digest(path) if written else None
+    if digest is None:
+        digests.pop(path.name, None)
+    else:
+        digests[path.name] = digest
+    mark["files"], mark["digests"] = files, digests
     write_text_atomic(path.parent / MARKER, json.dumps(mark, indent=1) + "\n")
 
 
@@ -184,8 +240,8 @@ def _forget(folder: Path, names) -> None:
     mark = _marker(folder)
     if mark is None:
         return
-    files = {k: v for k, v in (mark.get("files") or {}).items() if k not in set(names)}
-    mark["files"] = files
+    mark["files"] = {k: v for k, v in (mark.get("files") or {}).items() if k not in set(names)}
+    mark["digests"] = {k: v for k, v in (mark.get("digests") or {}).items() if k not in set(names)}
     write_text_atomic(folder / MARKER, json.dumps(mark, indent=1) + "\n")
 
 
@@ -196,8 +252,7 @@ def remove_owned(path: str | os.PathLike) -> None:
     path = Path(path)
     if path.is_symlink() or path.is_file():
         if owner(path) is None:
-            raise OutputError(f"{path} is in the way and was not written by reconguard; move it, or choose "
-                              "another --out.")
+            raise OutputError(f"{path} is in the way and {_not_ours(path)}; move it, or choose another --out.")
         path.unlink()
         _forget(path.parent, [path.name])
         return
@@ -329,8 +384,8 @@ def _merge(tmp: Path, path: Path, files: list[str], command: str) -> None:
     old = _listed(path)
     clash = [f for f in files if ((path / f).exists() or (path / f).is_symlink()) and f not in old]
     if clash:
-        raise OutputError(f"{path / clash[0]} is in the way: reconguard did not write it and never replaces it; "
-                          "move it, or choose another --out. Nothing was written.")
+        raise OutputError(f"{path / clash[0]} is in the way: it {_not_ours(path / clash[0])}, and reconguard never "
+                          "replaces it; move it, or choose another --out. Nothing was written.")
     try:
         for f in files:
             (path / f).parent.mkdir(parents=True, exist_ok=True)
