@@ -73,3 +73,22 @@ def test_carlini_refuses_round_and_move_counts_that_are_not_integers_in_range(na
     with pytest.raises(errors.ParameterError, match=says):
         CarliniAttack(6, 10, mode="cross", **{name: value})
     assert CarliniAttack(6, 10, mode="cross", max_rounds=100, splits=0, prior_moves=0, noise_rank=0).max_rounds == 100
+
+
+def test_a_challenge_folder_written_channels_last_reads_as_channels_first(tmp_path):
+    """``encryptions.npy`` saved N×H×W×C, as image libraries write arrays (grey: C = 1 last), is the same challenge
+    as N×C×H×W — it was read as C = 16 channels of 16×1 pixels and refused with a shape message about public images."""
+    import numpy as np
+
+    from reconguard.attacks.instahide import make_challenge
+    from reconguard.experiments.challenge import load_challenge
+
+    d = load_digits(16)
+    make_challenge(InstaHide(4), d.images[:200], d.labels[:200], 8, 4, tmp_path / "c", tmp_path / "t", seed=0)
+    (tmp_path / "mine").mkdir()
+    enc = np.load(tmp_path / "c" / "encryptions.npy")
+    assert enc.shape[1:] == (1, 16, 16)
+    np.save(tmp_path / "mine" / "encryptions.npy", np.ascontiguousarray(enc.transpose(0, 2, 3, 1)))
+    np.save(tmp_path / "mine" / "labels.npy", np.load(tmp_path / "c" / "labels.npy"))
+    ours, theirs = load_challenge(tmp_path / "c"), load_challenge(tmp_path / "mine", k=4, n=8)
+    assert torch.equal(ours.encryptions, theirs.encryptions)

@@ -162,6 +162,13 @@ def load_array(path, name: str, *, ndim: tuple[int, ...] | None = None, finite: 
     return t
 
 
+def channels_first(x: torch.Tensor) -> torch.Tensor:
+    """N×H×W×C, as image libraries write arrays (C ∈ {1, 3} last and not second), as N×C×H×W; else ``x`` as it is."""
+    if x.ndim == 4 and x.shape[1] not in (1, 3) and x.shape[-1] in (1, 3):
+        return x.permute(0, 3, 1, 2).contiguous()
+    return x
+
+
 def available_memory() -> int:
     """Bytes of memory available now (``MemAvailable``; 8 GiB when it cannot be read)."""
     try:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..checks import channels_first
 from ..errors import CorruptDataError, DataFileNotFoundError, ParameterError, ShapeError
 
 from ..data.files import NAMED as BUILTIN_DATA
@@ -187,9 +188,7 @@ def _to_unit(arr: np.ndarray, what: str) -> torch.Tensor:
         x = x[:, None]
     if x.ndim != 4:
         raise ShapeError(f"{what}: images must be N×C×H×W or N×H×W, got shape {tuple(x.shape)}.")
-    if x.shape[1] not in (1, 3) and x.shape[-1] in (1, 3):  # N×H×W×C, as image libraries write them
-        x = x.permute(0, 3, 1, 2)
-    return x.contiguous()
+    return channels_first(x).contiguous()  # N×H×W×C, as image libraries write them, too
 
 
 def _read_folder(folder: Path, size: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:

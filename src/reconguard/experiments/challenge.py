@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from ..checks import load_array
+from ..checks import channels_first, load_array
 from ..errors import DataFileNotFoundError, ParameterError, ShapeError, UnknownOptionError
 from ..results import Result
 
@@ -56,7 +56,7 @@ def load_challenge(folder: str | Path, k: int | None = None, mode: str | None = 
     folder = Path(folder)
     if not (folder / "encryptions.npy").is_file():
         raise DataFileNotFoundError(f"{folder / 'encryptions.npy'} does not exist {HINT}.")
-    enc = load_array(folder / "encryptions.npy", "encryptions", ndim=(4,)).float()
+    enc = channels_first(load_array(folder / "encryptions.npy", "encryptions", ndim=(4,)).float())  # N×H×W×C too
     labels = load_array(folder / "labels.npy", "labels (soft labels, one row per encryption)", ndim=(2,)).float()
     if labels.shape[0] != enc.shape[0]:
         raise ShapeError(f"{folder}: {enc.shape[0]} encryptions but {labels.shape[0]} label rows {HINT}.")
