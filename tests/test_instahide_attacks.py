@@ -105,6 +105,12 @@ def test_ks_test_and_challenge_roundtrip(tmp_path, digits28):
     assert perfect.identified == 1.0 and perfect.matched_ssim == pytest.approx(1.0)
     blank = score_challenge(np.zeros_like(private), truth)
     assert blank.matched_ssim < 0.3 and blank.identified <= 0.1
+    # a recovery right up to the global sign |x̃| leaves open (the attacker's prior set it wrong: LFW faces with
+    # non-face own images identified 0.175, their negatives 1.00) is flagged, never read as privacy
+    assert perfect.identified_inverted <= 0.1 and perfect.inverted == "" and blank.inverted == ""
+    negative = score_challenge(1.0 - private, truth)
+    assert negative.identified <= 0.1 and negative.identified_inverted == 1.0
+    assert "negated" in negative.inverted and "no evidence of privacy" in negative.summary()
 
 
 def test_averaging_and_demasking(digits28):

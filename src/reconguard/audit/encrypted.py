@@ -86,6 +86,7 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
             name, {"restarts": restarts, "m": m, "demask": demask, "seed": seed, "progress": progress}))
         recovered[name] = r.images
         score = score_challenge(r.images, truth) if truth is not None else None
-        rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score, r.caveat))
+        caveat = " ".join(c for c in (r.caveat, score.inverted if score is not None else "") if c)
+        rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score, caveat))
     return EncryptedAudit(str(Path(folder)), ch.k, ch.mode, ch.n, int(ch.encryptions.shape[0]),
                           None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered)

@@ -151,12 +151,28 @@ class ChallengeScore(Result):
     n_recovered: int
     n_nonmembers: int      # non-members in the gallery (identification is harder the more there are)
     identified_plain: float | None = None  # the same by plain L2 nearest neighbour (no per-image standardisation)
+    identified_inverted: float | None = None  # the same images negated (1 − x: a photographic negative), standardised
+
+    @property
+    def inverted(self) -> str:
+        """A warning when the recovery negated identifies far more than as given: the attack recovered the images up
+        to the one global sign that |x̃| leaves open and the attacker's own images (its prior) set wrong; "" else."""
+        inv = self.identified_inverted
+        if inv is None or inv < self.identified + INVERTED_MARGIN or inv < self.baseline.identified + INVERTED_MARGIN:
+            return ""
+        return (f"the recovered images negated (1 − x, a photographic negative) identify {100 * inv:.0f}% of the private "
+                f"images against {100 * self.identified:.0f}% as given: the attack recovered them up to the global sign "
+                "|x̃| leaves open, which the attacker's own images (--public) set wrong — give own images of the private "
+                "kind; a poor score here is no evidence of privacy.")
 
     def summary(self) -> str:
         return (f"identified {100 * self.identified:.0f}% of the {self.n_true} private images (nearest neighbour "
                 f"among them and {self.n_nonmembers} non-members), 1-to-1 SSIM {self.matched_ssim:.3f}; "
                 f"baseline ({self.baseline.n_guesses} random non-members): identified {100 * self.baseline.identified:.0f}%, "
-                f"1-to-1 SSIM {self.baseline.matched_ssim:.3f}")
+                f"1-to-1 SSIM {self.baseline.matched_ssim:.3f}" + (f". Warning: {self.inverted}" if self.inverted else ""))
+
+
+INVERTED_MARGIN = 0.25  # ChallengeScore.inverted: how much more the negated recovery must identify to be reported
 
 
 def standardise(x: torch.Tensor) -> torch.Tensor:
@@ -231,4 +247,5 @@ def score_challenge(recovered, truth: str | Path, nonmembers=None, seed: int = 0
     baseline = ChallengeBaseline(_identified(guess, gallery, n, exclude=n + pick), _matched_ssim(guess, true), size,
                                  _identified(guess, gallery, n, exclude=n + pick, standardised=False))
     return ChallengeScore(_identified(rec, gallery, n), _matched_ssim(rec, true), baseline, n, int(rec.shape[0]),
-                          int(others.shape[0]), _identified(rec, gallery, n, standardised=False))
+                          int(others.shape[0]), _identified(rec, gallery, n, standardised=False),
+                          _identified(1.0 - rec, gallery, n))
