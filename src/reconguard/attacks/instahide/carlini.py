@@ -79,13 +79,10 @@ assignment, O(direct_steps·N·n·d) for the X-step; memory O(O·m) plus O(chunk
 clustered start and sign-synchronising X-step replace the search, from ``restarts`` k-means seeds (default ``SYNC_STARTS``) joined (README).
 
 **Label-free** (no labels): every encryption's row among all C(n, m) member sets × the coefficient grid, one list
-shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` — one float32
-product of augmented rows per chunk, O(N·O·d) time per assignment (O = 89,100 at n = 100: 8 s on 2 cores),
-O(O·d) memory, nothing N×O kept. Cross k = 6, n = 100, T = 50, the reference convention: identified 0.77 from one
-random start, 0.79 from the similarity network's (0.21 before, each encryption restricted to its 5 likeliest images).
-Above ``max_free_work`` multiply-adds per assignment the search is refused, or with ``similarity`` (the similarity
-network's N×N scores) restricted to each encryption's 5 most likely images (symmetric NMF, O(300·N²·n)), whose
-clustering also gives one start in place of a random one. Measured in ``benchmarks/carlini.py``.
+shared by all encryptions (``Options(shared=…)``), its minimum per encryption by ``Metric.nearest`` (O(N·O·d) per
+assignment; O = 89,100 at n = 100: 8 s on 2 cores). Above ``max_free_work`` multiply-adds, each encryption's rows
+among its likeliest images (``similarity.candidate_options``) under pair scores — ``similarity`` (the network's),
+else, inside, the encryptions' own (``encryption_affinity``); cross refuses — whose clustering gives one start too.
 """
 
 from __future__ import annotations
@@ -110,6 +107,7 @@ from .carlini_range import owner_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
 from .carlini_sync import SYNC_STARTS, check_sign_sync, sync_search, wants_sync
+from .similarity import encryption_affinity
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -262,17 +260,17 @@ class CarliniAttack(Attack):
 
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
-        cannot, True if ``similarity`` scores can restrict it, else the error that says what to do."""
+        cannot, False if ``similarity`` scores can restrict it — given, or inside the encryptions' own
+        (``encryption_affinity``, computed by ``run``) — else (cross) the error that says what to do."""
         pixels = searched_pixels(self.search_pixels, self.mode, labelled=False)
         work = self.grid.free_work(n, N, d if pixels is None else min(d, pixels))
         if work <= self.max_free_work:
             return True
-        if similarity:
+        if similarity or self.mode == "inside":
             return False
-        raise ParameterError(f"a label-free assignment over every option (k={self.k}, n={n}, N={N}: {work:.2g} "
-                             f"multiply-adds, max_free_work = {self.max_free_work:.2g}) is too large a search; pass the "
-                             "soft labels, or similarity= (SimilarityNetwork scores) to search each encryption's likely "
-                             "images only, or raise max_free_work.")
+        raise ParameterError(f"a label-free assignment over every option (k={self.k}, n={n}, N={N}: {work:.2g} multiply-"
+                             f"adds > max_free_work = {self.max_free_work:.2g}) is too large a search; pass the soft labels, "
+                             "or similarity= (SimilarityNetwork scores) to search each encryption's likely images only.")
 
     def run(self, encryptions, labels, public, noise_images=None, similarity=None) -> CarliniResult:
         """``encryptions`` N×C×H×W (signed, normalised units); ``labels`` N×classes (soft) or None
@@ -330,6 +328,8 @@ class CarliniAttack(Attack):
                                         starts=self._restarts or SYNC_STARTS, show=self.progress)  # each start's residual
             best, searched = (float(((r.predict(A, X) - B) ** 2).sum()), A, X), "sync"
         else:
+            if members is None and similarity is None and not self.check_free_search(n_hat, N, Bs.shape[1]):
+                similarity = encryption_affinity(E)  # inside, too many member sets: the likely ones from the encryptions
             opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
             best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
             A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)

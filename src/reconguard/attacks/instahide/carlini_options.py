@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -184,10 +186,11 @@ class RowGrid:
         check_int_at_least(self.split_grid, "split_grid", 2, "the points of each coefficient's grid; 5 by default")
 
     def splits(self, count: int) -> list[tuple[float, ...]]:
-        """How a mass of 1 splits among ``count`` (1–3) members: each share on ``split_grid`` points of [0.1, 0.9]."""
+        """How a mass of 1 splits among ``count`` members: the first count − 1 shares on ``split_grid`` points of
+        [0.1, 0.9], the last the rest, at least 0.1 (count 1: (1,); 2: (a, 1 − a); 3: (a, b, 1 − a − b), a + b ≤ 0.9)."""
         grid = np.linspace(0.1, 0.9, self.split_grid)
-        return {1: [(1.0,)], 2: [(a, 1 - a) for a in grid],
-                3: [(a, b, 1 - a - b) for a in grid for b in grid if a + b <= 0.9 + 1e-9]}[count]
+        return [(*p, functools.reduce(operator.sub, p, 1.0)) for p in itertools.product(grid, repeat=count - 1)
+                if sum(p) <= 0.9 + 1e-9]
 
     def components(self, label: torch.Tensor, members: dict) -> list:
         """Per member-count tuple (``members`` in all): each present class's components — its member subsets × mass
@@ -217,13 +220,10 @@ class RowGrid:
         return idx, torch.tensor([[v for _, v in r] + [0.0] * (width - len(r)) for r in rows], dtype=torch.float64)
 
     def free_splits(self) -> list:
-        """Label-free coefficient tuples: inside, splits of 1 (k ≤ 3); cross, pairs in [0.1, c1] summing to [c2, 1]."""
+        """Label-free coefficient tuples: inside, splits of 1 among the k members; cross, pairs in [0.1, c1] summing
+        to [c2, 1]. Inside k ≥ 4 the rows over all C(n, k) member sets are too many at n = 100 (``free_work``): the
+        attack then searches each encryption's likeliest images (``similarity.candidate_options``)."""
         if self.mode == "inside":
-            if self.members > 3:
-                raise ParameterError(f"label-free inside-mode assignment with k={self.members} is too large a search "
-                                     "(only k ≤ 3 is supported: every set of k images; the similarity network's likeliest "
-                                     "images hold under a quarter of an encryption's members, benchmarks/"
-                                     "carlini_candidates.py): pass the soft labels.")
             splits = self.splits(self.members)
         else:
             grid = np.linspace(0.1, self.c1, self.split_grid)

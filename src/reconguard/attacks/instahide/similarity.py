@@ -200,11 +200,43 @@ def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0,
     return member
 
 
-def candidate_options(similarity, n: int, grid, seed: int = 0, per: int = 5):
+def encryption_affinity(encryptions, drop: int | None = None) -> torch.Tensor:
+    """N×N pair scores read off the encryptions themselves — no network, no training — for inside mode.
+
+    Per pixel p, ``|x̃_tp|² = (a_t · u_p)²`` (``u_p``: pixel p of the n images): two encryptions' intensities vary
+    together over the pixels through the images they share (for independent zero-mean pixels the covariance is
+    2⟨a_t, a_u⟩², Chen, Song & Zhuo's observation). The intensities are standardised per pixel, their ``drop``
+    dominant directions across the encryptions removed (what every image shares: a smooth layout, the garment's
+    outline; default min(50, d / 16, N / 60)), each row scaled to unit norm; the score is the cosine, negatives 0.
+    Measured on inside k = 4, n = 100, T = 50 challenges (scratch, key seed 0): an encryption's 10 highest-scoring
+    encryptions share one of its images 99.9 % of the time on Fashion-MNIST and on RGB 32×32 photograph crops (15 % of
+    pairs do); the symmetric NMF of these scores puts 61 % of an encryption's members (75 % of its coefficient mass)
+    among its 6 likeliest images on Fashion-MNIST, where the similarity network put 27 % among 7. At N = 600,
+    d = 768 (``tests/test_carlini_affinity.py``) the 5 highest share 0.98 with 10 directions dropped, 0.94 with 48.
+    Cross mode's public part drowns it (an encryption's 10 nearest share its owner 0.09–0.17 of the time on crops).
+    O(N·d·min(N, d)) for the directions, O(N²·d) for the scores; N×N float64 memory."""
+    E = torch.as_tensor(encryptions, dtype=torch.float64)
+    if E.ndim < 2 or len(E) < 2:
+        raise ShapeError(f"encryptions must be N×C×H×W with N ≥ 2, got {tuple(E.shape)}.")
+    Z = E.reshape(len(E), -1) ** 2
+    Z = (Z - Z.mean(0)) / Z.std(0).clamp_min(1e-9)
+    drop = max(0, min(int(min(50, Z.shape[1] // 16, Z.shape[0] // 60) if drop is None else drop), min(Z.shape) - 2))
+    if drop:
+        _, _, Vh = torch.linalg.svd(Z, full_matrices=False)
+        Z = Z @ Vh[drop:].T
+    Z = Z / Z.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    S = (Z @ Z.T).clamp_min_(0)
+    return S.fill_diagonal_(0)
+
+
+def candidate_options(similarity, n: int, grid, seed: int = 0, per: int | None = None):
     """Carlini's label-free assignment at scale: each encryption's rows (``grid.free_entries``) among its ``per`` most
-    likely images (the similarity scores' soft memberships, ``soft_memberships``) instead of all n."""
+    likely images (the similarity scores' soft memberships, ``soft_memberships``) instead of all n — by default 5 for
+    cross mode's two private members, k + 2 inside (6 at k = 4: C(6, 4) = 15 member sets; a label-free Fashion-MNIST
+    challenge, inside k = 4, n = 100, T = 50, identified 0.90 in 731 CPU-s with 6, 0.87 in 1,891 with 8)."""
     from .carlini_options import Options
 
+    per = per or max(5, grid.members + 2)
     H = soft_memberships(similarity, n, seed=seed)
     top = H.topk(min(per, n), 1).indices
     return Options([grid.free_entries(sorted(c.tolist())) for c in top], n=n)
