@@ -10,8 +10,10 @@ private images + k − 2 public ones per mix, the public ones normalised with th
 encryptor's public pool and the attacker's noise images come from disjoint photographs** (ENCRYPTOR_PHOTOS vs
 ATTACKER_PHOTOS for photos, the two PHOTO_SPLITS otherwise). With ``--label-free`` the attacker trains Carlini et
 al.'s similarity network on its own images encrypted with the same scheme (it is told the scheme) and the attack
-clusters the encryptions on its scores. ``--cluster-start`` (labelled) starts the alternation from the encryptions
-clustered by their dominant image (``CarliniAttack(cluster_start=True)``, ``carlini_start``) instead of a random one.
+clusters the encryptions on its scores; inside mode, ``--similarity-steps 0``, the attack scores the pairs from the
+encryptions themselves (``similarity.encryption_affinity``, no network). ``--cluster-start`` (labelled) starts the
+alternation from the encryptions clustered by their dominant image (``CarliniAttack(cluster_start=True)``,
+``carlini_start``) instead of a random one.
 The owner normalises pixels with the n private images' own channel statistics by default, which the attacker never
 sees (inside, and cross on natural images, it de-normalises with the constants read off its recovery's range,
 ``carlini_range``; ``--denormalize own``: its own images' statistics; digits and Fashion-MNIST cross: its own images');
@@ -22,6 +24,7 @@ CIFAR-10's (the published challenge's convention).
     python benchmarks/carlini.py --mode cross --k 6 --n 100 --T 50 --public-normalize own --seeds 5
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
     python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --normalize published --seeds 5
+    python benchmarks/carlini.py --data fashion --n 100 --T 50 --label-free --similarity-steps 0 --seeds 5
     python benchmarks/carlini.py --data cifar10 --root ~/data/cifar-10-batches-py --mode cross --k 6 --n 100 --T 50
 
 Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its

@@ -260,11 +260,11 @@ class CarliniAttack(Attack):
 
     def check_free_search(self, n: int, N: int, d: int, similarity: bool = False) -> bool:
         """Whether the label-free assignment can search every option (``RowGrid.free_work`` ≤ ``max_free_work``); when it
-        cannot, False if ``similarity`` scores can restrict it — given, or inside the encryptions' own
-        (``encryption_affinity``, computed by ``run``) — else (cross) the error that says what to do."""
+        cannot (or inside k ≥ 4, C(n, k) member sets, always), False if ``similarity`` scores can restrict it — given,
+        or inside the encryptions' own (``encryption_affinity``, computed by ``run``) — else the error saying what to do."""
         pixels = searched_pixels(self.search_pixels, self.mode, labelled=False)
         work = self.grid.free_work(n, N, d if pixels is None else min(d, pixels))
-        if work <= self.max_free_work:
+        if work <= self.max_free_work and (self.mode == "cross" or self.k <= 3):
             return True
         if similarity or self.mode == "inside":
             return False
