@@ -39,6 +39,8 @@ def test_encryptions_that_share_an_image_score_highest():
     assert precision >= 0.95 and precision >= precision_raw + 0.05, (precision, precision_raw)
     with pytest.raises(errors.ShapeError, match="N ≥ 2"):
         encryption_affinity(E[:1])
+    with pytest.raises(errors.ParameterError, match="N×N matrix of 3 GiB"):  # refused before any memory is taken
+        encryption_affinity(torch.zeros(20_001, 1, 1, 1))
 
 
 def test_inside_k4_label_free_rows_come_from_each_encryptions_likeliest_images():

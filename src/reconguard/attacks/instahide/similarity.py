@@ -200,6 +200,9 @@ def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0,
     return member
 
 
+MAX_AFFINITY_ENCRYPTIONS = 20_000  # 3.0 GiB of float64 scores, and the NMF needs about as much again
+
+
 def encryption_affinity(encryptions, drop: int | None = None) -> torch.Tensor:
     """N×N pair scores read off the encryptions themselves — no network, no training — for inside mode.
 
@@ -218,6 +221,10 @@ def encryption_affinity(encryptions, drop: int | None = None) -> torch.Tensor:
     E = torch.as_tensor(encryptions, dtype=torch.float64)
     if E.ndim < 2 or len(E) < 2:
         raise ShapeError(f"encryptions must be N×C×H×W with N ≥ 2, got {tuple(E.shape)}.")
+    if len(E) > MAX_AFFINITY_ENCRYPTIONS:
+        raise ParameterError(f"pair scores of N = {len(E):,} encryptions need an N×N matrix of {len(E) ** 2 * 8 / 2**30:.0f} "
+                             f"GiB (at most {MAX_AFFINITY_ENCRYPTIONS:,} encryptions): give the soft labels, or attack a "
+                             "subset of the encryptions.")
     Z = E.reshape(len(E), -1) ** 2
     Z = (Z - Z.mean(0)) / Z.std(0).clamp_min(1e-9)
     drop = max(0, min(int(min(50, Z.shape[1] // 16, Z.shape[0] // 60) if drop is None else drop), min(Z.shape) - 2))
