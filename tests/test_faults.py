@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
 
@@ -633,3 +634,27 @@ def test_a_result_the_user_edited_is_theirs(work):
     (work / "copy" / "results.json").write_text("{}")
     assert cli(*run, "--out", "copy", cwd=work).returncode == 0
     assert json.loads((work / "copy" / "results.json").read_text()) != {}
+
+
+def test_a_unit_saved_but_not_yet_recorded_is_still_reconguards(tmp_path, monkeypatch):
+    """A run killed between a unit's save and its digest in the marker (what made
+    ``test_recipe_killed_then_resumed…`` leave ``.cut.units`` behind once, in a fresh clone under load): the resumed
+    run uses the unit and its clean-up removes the folder, because the unit was listed before it was written."""
+    import reconguard.io as io
+    from reconguard.experiments.units import UnitCache
+
+    real = io.record_file
+
+    def killed_after_the_save(path, command, *, written=True):
+        if written:
+            raise KeyboardInterrupt  # the kill lands once the file is there, before its digest is recorded
+        return real(path, command, written=written)
+
+    monkeypatch.setattr(io, "record_file", killed_after_the_save)
+    with pytest.raises(KeyboardInterrupt):
+        UnitCache(tmp_path / ".u.units", {"a": 1}).put("unit", {"x": torch.ones(2)})
+    monkeypatch.setattr(io, "record_file", real)
+    resumed = UnitCache(tmp_path / ".u.units", {"a": 1})
+    assert resumed.get("unit") is not None
+    resumed.clear()
+    assert not (tmp_path / ".u.units").exists()
