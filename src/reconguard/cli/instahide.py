@@ -253,8 +253,8 @@ def register(sub) -> None:
     sp.add_argument("--pool", default="samples", help="carlini, cross mode: the public pool's kind (noise model; "
                     "'samples' or a PatchStore folder)")
     sp.add_argument("--label-free", action="store_true", help="carlini: ignore the released labels (coefficients "
-                    "searched on a grid; where every member set is too many, inside k ≥ 4 at n = 100, among each "
-                    "encryption's likeliest images under pair scores read off the encryptions themselves)")
+                    "searched on a grid; inside k ≥ 4 each encryption's members among its likeliest images, under pair "
+                    "scores read off the encryptions themselves unless --similarity-steps trains a network)")
     sp.add_argument("--similarity-steps", type=int, default=0, help="carlini: train the pair-similarity network for "
                     "this many steps on the attacker's own encryptions and start one restart from its clustering")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
