@@ -34,8 +34,7 @@ LOCK_TAG = "reconguard-lock"
 
 
 def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
+    os.umask(mask := os.umask(0))
     return mask
 
 
@@ -67,12 +66,17 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     return write_text_atomic(path, json.dumps(to_jsonable(obj), indent=2) + "\n")
 
 
-def save_torch_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """``torch.save`` atomically; tensors, dicts, lists and numbers only, so it loads with ``weights_only=True``."""
+def save_torch_atomic(path: str | os.PathLike, obj: Any, record: str | None = None) -> Path:
+    """``torch.save`` atomically; tensors, dicts, lists and numbers only (it loads with ``weights_only=True``). ``record``:
+    listed in the marker as that command's before the save (a kill mid-save leaves it the run's) and after, digested."""
     import torch
 
+    if record:
+        record_file(path, record, written=False)
     with atomic_file(path) as tmp:
         torch.save(obj, tmp)
+    if record:
+        record_file(path, record)
     return Path(path)
 
 
@@ -138,15 +142,11 @@ def _listed(folder: Path) -> dict:
     return {k: v for k, v in files.items() if _unchanged(folder / k, digests.get(k))}
 
 
-def _changed(folder: Path) -> set:
-    """Files ``folder``'s marker lists whose content changed after reconguard wrote them."""
-    files, digests = _recorded(folder)
-    return {k for k in files if not _unchanged(folder / k, digests.get(k))}
-
-
 def _not_ours(path: Path) -> str:
-    """Why ``path`` is not reconguard's to replace, for a message."""
-    return "was changed since reconguard wrote it (yours now)" if path.name in _changed(path.parent) else "was not written by reconguard"
+    """Why ``path`` is not reconguard's to replace, for a message: listed but changed since written, or never listed."""
+    files, digests = _recorded(path.parent)
+    changed = path.name in files and not _unchanged(path, digests.get(path.name))
+    return "was changed since reconguard wrote it (yours now)" if changed else "was not written by reconguard"
 
 
 def owner(path: str | os.PathLike) -> str | None:
@@ -227,10 +227,8 @@ def record_file(path: str | os.PathLike, command: str, *, written: bool = True) 
     mark = _marker(path.parent) or {}
     files, digests = dict(mark.get("files") or {}), dict(mark.get("digests") or {})
     files[path.name] = command
-    digest = _digest(path) if written else None
-    if digest is None:
-        digests.pop(path.name, None)
-    else:
+    digests.pop(path.name, None)
+    if written and (digest := _digest(path)) is not None:
         digests[path.name] = digest
     mark["files"], mark["digests"] = files, digests
     write_text_atomic(path.parent / MARKER, json.dumps(mark, indent=1) + "\n")
@@ -240,8 +238,8 @@ def _forget(folder: Path, names) -> None:
     mark = _marker(folder)
     if mark is None:
         return
-    mark["files"] = {k: v for k, v in (mark.get("files") or {}).items() if k not in set(names)}
-    mark["digests"] = {k: v for k, v in (mark.get("digests") or {}).items() if k not in set(names)}
+    for key in ("files", "digests"):
+        mark[key] = {k: v for k, v in (mark.get(key) or {}).items() if k not in set(names)}
     write_text_atomic(folder / MARKER, json.dumps(mark, indent=1) + "\n")
 
 

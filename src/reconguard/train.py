@@ -273,8 +273,7 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
             best.update(epoch=epoch, score=score, state=copy.deepcopy(model.state_dict()), fallback_score=fallback,
                         val_loss=record.get("val_loss", math.nan), val_acc=record.get("val_acc", math.nan))
         if ckpt is not None and _rank() == 0:
-            from .io import record_file, save_torch_atomic
-            record_file(ckpt, CHECKPOINT, written=False)  # listed in its folder's marker first: a run killed mid-save can resume
+            from .io import save_torch_atomic  # listed in the folder's marker before the save: a run killed mid-save can resume
             save_torch_atomic(ckpt, {"settings": _plain(settings) if settings is not None else None,
                                      "model": model.state_dict(), "optimizer": opt.state_dict(),
                                      "scheduler": sched.state_dict(), "history": records, "epoch": epoch,
@@ -282,8 +281,8 @@ def fit(model: nn.Module, train: Dataset, val: Dataset | None = None, *, loss: L
                                      "best_fallback": best["fallback_score"], "best_model": best["state"],
                                      "best_val_loss": best["val_loss"],
                                      "best_val_acc": best["val_acc"],
-                                     "defense": defense.state_dict() if hook("state_dict") else None})
-            record_file(ckpt, CHECKPOINT)  # and as written: a checkpoint the user replaces is theirs, never resumed from
+                                     "defense": defense.state_dict() if hook("state_dict") else None},
+                              record=CHECKPOINT)  # and digested after: a checkpoint the user replaces is theirs, never resumed from
         if history is not None and _rank() == 0:
             from .io import write_json_atomic
             write_json_atomic(history, records)

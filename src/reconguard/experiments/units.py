@@ -62,16 +62,14 @@ class UnitCache:
     def put(self, key: str, blob) -> None:
         if self.folder is None:
             return
-        from ..io import mark_folder, record_file, save_torch_atomic
+        from ..io import mark_folder, save_torch_atomic
 
         if not self.folder.exists():
             self.folder.mkdir(parents=True)
             mark_folder(self.folder, UNITS, params=self.params)
         # listed before it exists (as train.py lists its checkpoint): a run killed between the save and the digest
         # leaves a unit its resume may use and remove, never one that keeps the folder as the user's
-        record_file(self._path(key), UNITS, written=False)
-        save_torch_atomic(self._path(key), blob)
-        record_file(self._path(key), UNITS)
+        save_torch_atomic(self._path(key), blob, record=UNITS)
 
     def clear(self) -> None:
         if self.folder is not None:
