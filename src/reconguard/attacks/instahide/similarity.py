@@ -217,7 +217,8 @@ def encryption_affinity(encryptions, drop: int | None = None, rank: int = 500, w
     that the symmetric NMF (``soft_memberships``) puts among its 6 likeliest images — Fashion-MNIST / RGB 32×32
     photograph crops: these defaults 0.82 / 0.64; 50 directions dropped, no whitening (the previous default) 0.61 /
     0.40; nothing dropped, none whitened 0.34 / 0.16. The similarity network put 0.27 among 7 on Fashion-MNIST. End to
-    end, label-free crops went from identified 0.07 to 0.91 (``benchmarks/carlini.py``, seed 0; README). Cross mode's
+    end, label-free crops identified 0.07 on one challenge with the previous default, 0.43 / 0.18 (mean / worst of
+    five fresh challenges, ``benchmarks/carlini.py``; README) with these: still below the 0.6 bar. Cross mode's
     public part drowns it (an encryption's 10 nearest share its owner 0.09–0.17 of the time on crops).
     O(N·d·min(N, d)) for the directions, O(N²·rank) for the scores; N×N float64 memory."""
     E = torch.as_tensor(encryptions, dtype=torch.float64)
@@ -244,8 +245,8 @@ def candidate_options(similarity, n: int, grid, seed: int = 0, per: int | None =
     """Carlini's label-free assignment at scale: each encryption's rows (``grid.free_entries``) among its ``per`` most
     likely images (the similarity scores' soft memberships, ``soft_memberships``) instead of all n — by default 5 for
     cross mode's two private members, k + 2 inside (6 at k = 4: C(6, 4) = 15 member sets; label-free Fashion-MNIST,
-    inside k = 4, n = 100, T = 50: five fresh challenges with 6 identified 0.88 / 0.83 in ≤ 824 CPU-s, one with 8
-    0.87 in 1,891 CPU-s, README)."""
+    inside k = 4, n = 100, T = 50, on the previous, unwhitened pair scores: five fresh challenges with 6 identified
+    0.88 / 0.83 in ≤ 824 CPU-s, one with 8 0.87 in 1,891 CPU-s; the current scores' figures are in the README)."""
     from .carlini_options import Options
 
     per = per or max(5, grid.members + 2)
