@@ -202,6 +202,7 @@ def test_audit_encrypted_scores_as_instahide_attack(tmp_path, capsys):
         assert got["baseline"]["identified"] == pytest.approx(s.baseline.identified)
         assert (out / f"recovered_{method}.npy").is_file()
     assert res["ks"] is not None and "Verdict" in (out / "report.html").read_text()
+    assert res["public"] == "digits"  # a grey release: the default takes digits as the attacker's own images
     assert rows["carlini"]["score"]["identified"] > rows["carlini"]["score"]["baseline"]["identified"]
 
 

@@ -48,6 +48,12 @@ def test_challenge_attack_and_audit_on_a_users_rgb_photos(photos, tmp_path, caps
     assert (tmp_path / "a" / "report.html").exists()
     out = capsys.readouterr().out
     assert "identified" in out and "baseline" in out
+    assert json.loads((tmp_path / "a" / "results.json").read_text())["public"] == str(photos / "own")
+    # no --public: an RGB release is attacked with natural images (crops of other photographs), not coloured digits
+    assert main(["audit", "encrypted", "--data", str(c), "--truth", str(t), "--attacks", "averaging",
+                 "--out", str(tmp_path / "b")]) == 0
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["public"] == "photos"
+    assert "the attacker's own images: photos" in capsys.readouterr().out
 
 
 def test_an_npz_with_labels_is_a_dataset_and_one_without_is_refused_for_a_challenge(tmp_path, capsys):

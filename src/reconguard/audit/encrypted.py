@@ -48,16 +48,20 @@ class EncryptedAudit(Result):
     ks: dict | None
     seconds: float
     recovered: dict = field(default_factory=dict)  # attack → N×C×H×W recovered images
+    public: str = "digits"  # the attacker's own images the attacks used
     _skip_in_dict = ("recovered",)
 
     kind = "encrypted"
 
 
-def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=ATTACKS, k: int | None = None,
+def encrypted(folder, *, truth=None, public="auto", public_root=None, attacks=ATTACKS, k: int | None = None,
               mode: str | None = None, n: int | None = None, label_free: bool = False, restarts: int | None = None,
               m: int = 5, demask: bool = False, pool: str = "samples", seed: int = 0,
               progress: bool = False) -> EncryptedAudit:
-    """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given."""
+    """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given. ``public``: the
+    attacker's own images (a name of ``load_images``, a folder or an array); ``"auto"`` takes the release's kind —
+    ``photos`` (crops of scikit-image's photographs) for an RGB release, ``digits`` for a grey one — not digits
+    resized and coloured for a natural-image release, whose sign prior they would weaken."""
     from ..attacks.registry import pick_options
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge
     from .loading import load_images
@@ -68,7 +72,9 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
     start = time.perf_counter()
     ch = load_challenge(folder, k, mode, n)
     from ..data.datasets import resize_images
+    from ..data.files import auto_public
 
+    public = auto_public(public, ch.encryptions.shape[1])
     # the attacker's own images, any size and colour, brought to the challenge's
     images = resize_images(load_images(public, size=ch.encryptions.shape[-1], root=public_root),
                            ch.encryptions.shape[-1], ch.encryptions.shape[1])
@@ -89,4 +95,5 @@ def encrypted(folder, *, truth=None, public="digits", public_root=None, attacks=
         caveat = " ".join(c for c in (r.caveat, score.inverted if score is not None else "") if c)
         rows.append(RecoveryRow(name, r.description, len(r.images), r.seconds, score, caveat))
     return EncryptedAudit(str(Path(folder)), ch.k, ch.mode, ch.n, int(ch.encryptions.shape[0]),
-                          None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered)
+                          None if truth is None else str(truth), rows, ks, time.perf_counter() - start, recovered,
+                          public if isinstance(public, str) else f"an array of {len(images)} images")

@@ -104,7 +104,7 @@ def data_arg(text: str) -> str:
     """``--data`` / ``--public``: a named data set, or a folder / .npy / .npz that exists."""
     from ..data.files import NAMED
 
-    if text in NAMED or Path(text).exists():
+    if text in NAMED or text == "auto" or Path(text).exists():
         return text
     raise argparse.ArgumentTypeError(f"{text!r} is neither one of {', '.join(NAMED)} nor an existing image folder, "
                                      ".npy or .npz")

@@ -131,6 +131,9 @@ def _cmd_instahide_attack(args, run) -> int:
               f"vs the others': {r.statistic_other:.3f} (p {r.pvalue_other:.3g})  [{r.n_images} images × {r.n_encryptions}]")
         return 0
     args.k, args.mode, args.n = ch.k, ch.mode, ch.n  # the output name records what was attacked
+    from ..data.files import auto_public
+
+    args.public = auto_public(args.public, ch.encryptions.shape[1])
     out = claim_output(run, args.out or ch.folder.parent / (param_name(
         f"{ch.folder.name}-{args.method}-k{ch.k}-{ch.mode}", args,
         ("n", "restarts", "label_free", "similarity_steps", "m", "demask", "pool", "public", "seed")) + ".npy"))
@@ -259,9 +262,10 @@ def register(sub) -> None:
                     "this many steps on the attacker's own encryptions and start one restart from its clustering")
     sp.add_argument("--m", type=int, default=5, help="averaging: neighbours averaged")
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
-    sp.add_argument("--public", type=data_arg, default="digits",
+    sp.add_argument("--public", type=data_arg, default="auto",
                     help="the attacker's own data of the same kind (signs, statistics, demasker training): digits, "
-                    "fashion-mnist, mnist, cifar10, or a folder / .npy / .npz of your images (any size: resized)")
+                    "photos, fashion-mnist, mnist, cifar10, or a folder / .npy / .npz of your images (any size: "
+                    "resized); default auto: photos for an RGB release, digits for a grey one")
     sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")

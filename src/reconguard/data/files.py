@@ -177,18 +177,34 @@ def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
     return ImageDataset(x, torch.from_numpy(labels), name=f"cifar10-{split}")
 
 
-NAMED = ("digits", "mnist", "fashion-mnist", "cifar10")
+NAMED = ("digits", "photos", "mnist", "fashion-mnist", "cifar10")
+PHOTO_COUNT = 1000  # ``photos``: crops of scikit-image's photographs (no labels), the offline natural images
+
+
+def auto_public(public, channels: int):
+    """The attacker's own images for ``--public auto``: ``photos`` for an RGB (3-channel) release, ``digits`` for a
+    grey one; any other value is returned as given. Digits resized and coloured are a weak prior for natural images
+    (the sign step learns what the private images look like from them)."""
+    if isinstance(public, str) and public == "auto":
+        return "photos" if channels == 3 else "digits"
+    return public
 
 
 def load_named(name: str, size: int | None = None, root: str | Path | None = None,
                split: str = "train") -> ImageDataset:
-    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``), ``fashion-mnist``
+    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``), ``photos``
+    (``PHOTO_COUNT`` RGB crops of scikit-image's photographs of ``PHOTO_SPLITS["b"]``, unlabelled), ``fashion-mnist``
     (Debian's package, or ``root``), or ``mnist`` / ``cifar10`` from the local folder ``root``."""
     from ..errors import ParameterError
     from .digits import load_digits
 
     if name == "digits":
         return load_digits(size)
+    if name == "photos":
+        from .datasets import ImageDataset
+        from .photos import PHOTO_SPLITS, photo_crops
+
+        return ImageDataset(photo_crops(PHOTO_COUNT, size or 32, 3, photos=PHOTO_SPLITS["b"]), name="photos")
     if name not in NAMED:
         raise ParameterError(f"unknown data set {name!r}; choose one of {NAMED}.")
     if name == "fashion-mnist":
