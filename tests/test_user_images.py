@@ -65,6 +65,9 @@ def test_an_npz_with_labels_is_a_dataset_and_one_without_is_refused_for_a_challe
     assert main(["instahide", "challenge", "--data", str(tmp_path / "nolabels.npy"), "--n", "6", "--T", "2", "--k",
                  "2", "--out", str(tmp_path / "d")]) == 2
     assert "no labels" in capsys.readouterr().err and not (tmp_path / "d").exists()
+    assert main(["instahide", "challenge", "--data", "photos", "--n", "6", "--T", "2", "--k", "2",  # the built-in
+                 "--out", str(tmp_path / "p")]) == 2  # crops are the attacker's images: unlabelled, refused here
+    assert "use it as the attacker's --public" in capsys.readouterr().err and not (tmp_path / "p").exists()
     with pytest.raises(SystemExit):
         main(["instahide", "challenge", "--data", str(tmp_path / "missing.npz"), "--out", str(tmp_path / "e")])
 

@@ -76,17 +76,22 @@ def device_of(name: str):
 
 
 def labelled_data(name: str, size: int | None, root: str | None, need_labels: bool = True):
-    """A named data set (``digits``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
+    """A named data set (``digits``, ``photos``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
     folder (class sub-folders give the labels), an ``.npy`` or an ``.npz`` (``images`` and ``labels``), resized to
     ``size`` when given."""
     from ..data import ImageDataset, load_named
     from ..data.datasets import resize_images
     from ..data.files import NAMED
 
-    if name in NAMED:
-        return load_named(name, size, root)
-    from ..audit.loading import load_images
     from ..errors import ParameterError
+
+    if name in NAMED:
+        d = load_named(name, size, root)
+        if need_labels and bool((d.labels < 0).any()):
+            raise ParameterError(f"--data {name}: no labels (crops of photographs); use it as the attacker's --public "
+                                 "images, or give a labelled data set.")
+        return d
+    from ..audit.loading import load_images
 
     x, y = load_images(name, labels=True, size=size)  # a folder of mixed sizes is resized image by image
     x = resize_images(x, size)
