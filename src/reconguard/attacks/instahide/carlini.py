@@ -107,7 +107,7 @@ from .carlini_range import owner_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
 from .carlini_sync import SYNC_STARTS, check_sign_sync, sync_search, wants_sync
-from .similarity import encryption_affinity
+from .similarity import affinity_neighbours, encryption_affinity
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -329,7 +329,7 @@ class CarliniAttack(Attack):
             best, searched = (float(((r.predict(A, X) - B) ** 2).sum()), A, X), "sync"
         else:
             if members is None and similarity is None and not self.check_free_search(n_hat, N, Bs.shape[1]):
-                similarity = encryption_affinity(E)  # inside, too many member sets: the likely ones from the encryptions
+                similarity = encryption_affinity(E, neighbours=affinity_neighbours(N, n_hat, self.members))
             opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
             best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
             A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
