@@ -226,9 +226,10 @@ def encryption_affinity(encryptions, drop: int | None = None, rank: int = 500, w
     counts: A the 0/1 graph of each encryption's K highest-scoring ones, symmetrised (either side's choice); the score
     of a pair is (A·A)_tu, the encryptions both count as near. Two encryptions that share an image are near many of the
     same ones (that image's T·k encryptions); a chance high cosine is not. On crops (n = 100, T = 50, K = 200, four
-    private sets) it raises the members' share among an encryption's 6 likeliest images from 0.62–0.64 to 0.72–0.74
-    (the dominant member's 0.87–0.88 → 0.94–0.96), and end to end the label-free crops rows from 0.42 / 0.18 to the
-    README's; on Fashion-MNIST the share moves 0.81–0.83 → 0.76–0.81 and end to end 0.95 / 0.94 stays (README).
+    private sets) it raises the members' share among an encryption's 6 likeliest images from 0.62–0.64 to 0.70–0.74
+    (the dominant member's 0.87–0.88 → 0.93–0.96), and end to end label-free crops from 0.42 / 0.18 to 0.86 / 0.71
+    (five fresh challenges each); on Fashion-MNIST the share moves 0.81–0.83 → 0.76–0.81, end to end 0.95 / 0.94 →
+    0.94 / 0.92 (README).
     O(N·d·min(N, d)) for the directions, O(N²·rank) for the scores (O(N³) more with ``neighbours``); N×N float64
     memory (float32 counts with ``neighbours``)."""
     E = torch.as_tensor(encryptions, dtype=torch.float64)
