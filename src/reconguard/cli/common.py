@@ -82,7 +82,6 @@ def labelled_data(name: str, size: int | None, root: str | None, need_labels: bo
     from ..data import ImageDataset, load_named
     from ..data.datasets import resize_images
     from ..data.files import NAMED
-
     from ..errors import ParameterError
 
     if name in NAMED:
