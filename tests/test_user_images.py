@@ -52,8 +52,8 @@ def test_challenge_attack_and_audit_on_a_users_rgb_photos(photos, tmp_path, caps
     # no --public: an RGB release is attacked with natural images (crops of other photographs), not coloured digits
     assert main(["audit", "encrypted", "--data", str(c), "--truth", str(t), "--attacks", "averaging",
                  "--out", str(tmp_path / "b")]) == 0
-    assert json.loads((tmp_path / "b" / "results.json").read_text())["public"] == "photos"
-    assert "the attacker's own images: photos" in capsys.readouterr().out
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["public"] == "sample-photos"
+    assert "the attacker's own images: sample-photos" in capsys.readouterr().out
 
 
 def test_an_npz_with_labels_is_a_dataset_and_one_without_is_refused_for_a_challenge(tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_an_npz_with_labels_is_a_dataset_and_one_without_is_refused_for_a_challe
     assert main(["instahide", "challenge", "--data", str(tmp_path / "nolabels.npy"), "--n", "6", "--T", "2", "--k",
                  "2", "--out", str(tmp_path / "d")]) == 2
     assert "no labels" in capsys.readouterr().err and not (tmp_path / "d").exists()
-    assert main(["instahide", "challenge", "--data", "photos", "--n", "6", "--T", "2", "--k", "2",  # the built-in
+    assert main(["instahide", "challenge", "--data", "sample-photos", "--n", "6", "--T", "2", "--k", "2",  # the built-in
                  "--out", str(tmp_path / "p")]) == 2  # crops are the attacker's images: unlabelled, refused here
     assert "use it as the attacker's --public" in capsys.readouterr().err and not (tmp_path / "p").exists()
     with pytest.raises(SystemExit):

@@ -60,7 +60,7 @@ def encrypted(folder, *, truth=None, public="auto", public_root=None, attacks=AT
               progress: bool = False) -> EncryptedAudit:
     """Run ``attacks`` on the release in ``folder``; score them against ``truth`` when given. ``public``: the
     attacker's own images (a name of ``load_images``, a folder or an array); ``"auto"`` takes the release's kind —
-    ``photos`` (crops of scikit-image's photographs) for an RGB release, ``digits`` for a grey one — not digits
+    ``sample-photos`` (crops of scikit-image's photographs) for an RGB release, ``digits`` for a grey one — not digits
     resized and coloured for a natural-image release, whose sign prior they would weaken."""
     from ..attacks.registry import pick_options
     from ..experiments.challenge import attack_challenge, ks_challenge, load_challenge

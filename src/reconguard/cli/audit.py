@@ -103,8 +103,9 @@ def register(sub) -> None:
                     "instahide challenge` writes)")
     sp.add_argument("--truth", help="the owner's truth folder: score each recovery (identified, 1-to-1 SSIM, baseline)")
     sp.add_argument("--attacks", nargs="+", choices=ATTACKS, default=list(ATTACKS))
-    sp.add_argument("--public", default="auto", help="the attacker's own data of the same kind: digits, photos, "
-                    "mnist, fashion-mnist, cifar10, an image folder or a .npy (default auto: photos for an RGB release, "
+    sp.add_argument("--public", default="auto", help="the attacker's own data of the same kind: digits, "
+                    "sample-photos, mnist, fashion-mnist, cifar10, an image folder or a .npy (default auto: sample-photos "
+                    "for an RGB release, "
                     "digits for a grey one)")
     sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
     sp.add_argument("--k", type=int, help="images per mix (default: challenge.json, else 4)")

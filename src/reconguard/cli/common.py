@@ -76,7 +76,7 @@ def device_of(name: str):
 
 
 def labelled_data(name: str, size: int | None, root: str | None, need_labels: bool = True):
-    """A named data set (``digits``, ``photos``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
+    """A named data set (``digits``, ``sample-photos``, ``fashion-mnist``, ``mnist``, ``cifar10``) or the user's own images: an image
     folder (class sub-folders give the labels), an ``.npy`` or an ``.npz`` (``images`` and ``labels``), resized to
     ``size`` when given."""
     from ..data import ImageDataset, load_named

@@ -264,8 +264,8 @@ def register(sub) -> None:
     sp.add_argument("--demask", action="store_true", help="averaging: undo the sign mask with a demasking network first")
     sp.add_argument("--public", type=data_arg, default="auto",
                     help="the attacker's own data of the same kind (signs, statistics, demasker training): digits, "
-                    "photos, fashion-mnist, mnist, cifar10, or a folder / .npy / .npz of your images (any size: "
-                    "resized); default auto: photos for an RGB release, digits for a grey one")
+                    "sample-photos, fashion-mnist, mnist, cifar10, or a folder / .npy / .npz of your images (any "
+                    "size: resized); default auto: sample-photos for an RGB release, digits for a grey one")
     sp.add_argument("--public-root", help="folder of --public mnist / cifar10")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--out", help="recovered images .npy (default next to the challenge folder)")

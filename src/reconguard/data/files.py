@@ -177,22 +177,22 @@ def load_cifar10(root: str | Path, split: str = "train") -> ImageDataset:
     return ImageDataset(x, torch.from_numpy(labels), name=f"cifar10-{split}")
 
 
-NAMED = ("digits", "photos", "mnist", "fashion-mnist", "cifar10")
-PHOTO_COUNT = 1000  # ``photos``: crops of scikit-image's photographs (no labels), the offline natural images
+NAMED = ("digits", "sample-photos", "mnist", "fashion-mnist", "cifar10")
+PHOTO_COUNT = 1000  # ``sample-photos``: crops of scikit-image's photographs (no labels), the offline natural images
 
 
 def auto_public(public, channels: int):
-    """The attacker's own images for ``--public auto``: ``photos`` for an RGB (3-channel) release, ``digits`` for a
+    """The attacker's own images for ``--public auto``: ``sample-photos`` for an RGB (3-channel) release, ``digits`` for a
     grey one; any other value is returned as given. Digits resized and coloured are a weak prior for natural images
     (the sign step learns what the private images look like from them)."""
     if isinstance(public, str) and public == "auto":
-        return "photos" if channels == 3 else "digits"
+        return "sample-photos" if channels == 3 else "digits"
     return public
 
 
 def load_named(name: str, size: int | None = None, root: str | Path | None = None,
                split: str = "train") -> ImageDataset:
-    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``), ``photos``
+    """A labelled data set by name: ``digits`` (ships with scikit-learn, resized to ``size``), ``sample-photos``
     (``PHOTO_COUNT`` RGB crops of scikit-image's photographs of ``PHOTO_SPLITS["b"]``, unlabelled), ``fashion-mnist``
     (Debian's package, or ``root``), or ``mnist`` / ``cifar10`` from the local folder ``root``."""
     from ..errors import ParameterError
@@ -200,11 +200,11 @@ def load_named(name: str, size: int | None = None, root: str | Path | None = Non
 
     if name == "digits":
         return load_digits(size)
-    if name == "photos":
+    if name == "sample-photos":  # not "photos": a name users give their own folders
         from .datasets import ImageDataset
         from .photos import PHOTO_SPLITS, photo_crops
 
-        return ImageDataset(photo_crops(PHOTO_COUNT, size or 32, 3, photos=PHOTO_SPLITS["b"]), name="photos")
+        return ImageDataset(photo_crops(PHOTO_COUNT, size or 32, 3, photos=PHOTO_SPLITS["b"]), name="sample-photos")
     if name not in NAMED:
         raise ParameterError(f"unknown data set {name!r}; choose one of {NAMED}.")
     if name == "fashion-mnist":
