@@ -237,7 +237,7 @@ def render_encrypted_audit(result, figures) -> str:
     return f"""{page_start("Audit: your encrypted release")}
 <p><code>{html.escape(result.folder)}</code>: {result.n_encryptions} encryptions, k = {result.k}, {result.mode} mode,
 n = {result.n}; truth {html.escape(str(result.truth))}; the attacker's own images:
-{html.escape(str(getattr(result, "public", "digits")))}; {result.seconds:.0f} s.</p>
+{html.escape(str(result.public))}; {result.seconds:.0f} s.</p>
 <h2>Verdict</h2>
 <p><b>{html.escape(verdict)}</b>.</p>
 {caveats}<table>{_head(["attack", "how", "recovered", "identified", "1-to-1 SSIM", "baseline identified", "baseline SSIM",
@@ -261,5 +261,5 @@ def _recovery_line(r) -> str:
 def encrypted_audit_summary(result, out_dir=None) -> str:
     ks = [f"KS: vs all {result.ks['statistic_all']:.3f} (p {result.ks['pvalue_all']:.3g})"] if result.ks else []
     return _summary(f"audit encrypted: {result.folder} — {result.n_encryptions} encryptions, k = {result.k}, "
-                    f"{result.mode}, the attacker's own images: {getattr(result, 'public', 'digits')}",
+                    f"{result.mode}, the attacker's own images: {result.public}",
                     [_recovery_line(r) for r in result.rows] + ks, out_dir)
