@@ -99,3 +99,35 @@ def test_label_free_inside_k4_recovers_fashion_mnist(tmp_path, fashion_root):
     score = score_challenge(r.images, tmp_path / "t")
     assert score.identified >= 0.8 and score.identified >= score.baseline.identified + 0.5, score.summary()
     assert score.matched_ssim >= score.baseline.matched_ssim + 0.05, score.summary()
+
+
+def test_the_pair_scores_memberships_are_computed_once(monkeypatch):
+    """The candidates and the clustered start read the same soft memberships (``soft_memberships``, an
+    O(iters·N²·n) NMF: 98 CPU-s of a 3,634-CPU-s label-free crops run at N = 5,000 was its second, identical
+    call); the split into ``balanced_members`` gives what ``cluster_encryptions`` gave."""
+    from reconguard.attacks.instahide import CarliniAttack, cluster_encryptions
+    from reconguard.attacks.instahide import carlini, similarity
+    from reconguard.attacks.instahide.similarity import balanced_members, soft_memberships
+
+    E, M = _inside(n=12, T=6, size=8)
+    S = encryption_affinity(E)
+    H = soft_memberships(S, 12, seed=3)
+    assert torch.equal(balanced_members(H, 4), cluster_encryptions(S, 12, 4, seed=3))
+    grid = RowGrid(4, c1=paper_c1(4))
+    a, b = candidate_options(S, 12, grid, seed=3), candidate_options(S, 12, grid, memberships=H)
+    assert torch.equal(a.idx, b.idx) and torch.equal(a.owner, b.owner)
+    with pytest.raises(errors.ShapeError, match="memberships must be N×n"):
+        candidate_options(S, 12, grid, memberships=H[:, :5])
+    with pytest.raises(errors.ParameterError, match="cannot exceed"):
+        balanced_members(H, 13)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(args[1])
+        return soft_memberships(*args, **kwargs)
+
+    monkeypatch.setattr(carlini, "soft_memberships", counted)
+    monkeypatch.setattr(similarity, "soft_memberships", counted)
+    own = torch.as_tensor(photo_crops(40, 8, 3, seed=1, photos=PHOTO_SPLITS["b"]), dtype=torch.float32)
+    r = CarliniAttack(4, 12, c1=paper_c1(4), seed=3, restarts=1, max_rounds=2, splits=0).run(E, None, own)
+    assert calls == [12] and r.images.shape == (12, 3, 8, 8), calls

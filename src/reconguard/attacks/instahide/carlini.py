@@ -107,7 +107,7 @@ from .carlini_range import owner_stats
 from .carlini_signs import settle
 from .carlini_start import cluster_start
 from .carlini_sync import SYNC_STARTS, check_sign_sync, sync_search, wants_sync
-from .similarity import affinity_neighbours, encryption_affinity
+from .similarity import affinity_neighbours, balanced_members, encryption_affinity, soft_memberships
 
 __all__ = ["CarliniAttack", "CarliniResult", "lift", "pair_features"]
 SOLVERS = ("auto", "lift", "direct")
@@ -330,8 +330,9 @@ class CarliniAttack(Attack):
         else:
             if members is None and similarity is None and not self.check_free_search(n_hat, N, Bs.shape[1]):
                 similarity = encryption_affinity(E, neighbours=affinity_neighbours(N, n_hat, self.members))
-            opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity)
-            best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, labels)
+            H = None if similarity is None else soft_memberships(similarity, n_hat, seed=self.seed)  # once, for both uses
+            opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity, H)
+            best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, H, labels)
             A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
             X = self._solve(r, A, B, prior, best[2] if pixels is None else None,
                             steps=max(self.refine_steps, self.final_refine_steps))
@@ -348,7 +349,7 @@ class CarliniAttack(Attack):
         return CarliniResult(images, X, torch.tensor(classes), A, best[0], history, time.perf_counter() - start,
                              solver, chosen, searched, unrefined, before)
 
-    def _options(self, labels, members, n_hat: int, N: int, d: int, similarity):
+    def _options(self, labels, members, n_hat: int, N: int, d: int, similarity, memberships=None):
         """Each encryption's candidate rows: label-consistent (every one, or the local search's components), or
         label-free (the shared grid, or each encryption's likeliest images from the similarity scores)."""
         if members is None and self.search in ("local", "exact"):
@@ -356,27 +357,25 @@ class CarliniAttack(Attack):
                                  "labels (label-free, use search='auto', with similarity= at large n).")
         if members is None and not self.check_free_search(n_hat, N, d, similarity is not None):
             from .similarity import candidate_options  # each encryption's likeliest images from the pair scores
-            return candidate_options(similarity, n_hat, self.grid, self.seed)
+            return candidate_options(similarity, n_hat, self.grid, self.seed, memberships=memberships)
         if members is None:
             return Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
         return labelled_options(self.grid, labels, members, n_hat, N, self.k, self.search, self.max_options)
 
-    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, similarity, labels=None):
-        """``(best, history, search)``: the alternation from every start (random, annealed, the similarity
-        clustering's), the lowest residual kept as ``(residual, A, X)``."""
-        from .similarity import cluster_encryptions
-
+    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, memberships, labels=None):
+        """``(best, history, search)``: the alternation from every start (random, annealed, the clustering's of
+        ``memberships``: the pair scores' N×n soft memberships), the lowest residual kept as ``(residual, A, X)``."""
         searched = "exhaustive" if not isinstance(opts, LocalOptions) else "local" if opts.exact_pixels is None else "exact"
         direct = r.solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
         restarts = self._restarts if self._restarts is not None else (min(6, max(1, round(120_000 / (N * n_hat)))) if direct else 4)
-        if self._restarts is None and similarity is not None:  # the start from the pair scores takes one random start's place
+        if self._restarts is None and memberships is not None:  # the start from the pair scores takes one random start's place
             restarts -= 1
         anneals = self._anneal_restarts if self._anneal_restarts is not None else (0 if direct or searched != "exhaustive" else 2)
-        if searched != "exhaustive" and (anneals or similarity is not None):
+        if searched != "exhaustive" and (anneals or memberships is not None):
             raise ParameterError("the local search starts from random assignments only: set anneal_restarts=0 and "
                                  "give no similarity= (or search='exhaustive' with max_options raised).")
         tol = 2.5e-3 if direct else 1e-9  # the direct X-step is a few Adam steps: stop at a small relative gain
-        starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if similarity is not None else [])
+        starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if memberships is not None else [])
         if labels is not None and self.cluster_start:  # the labelled clustering takes the first random start's place
             starts = ["cluster"] + starts[1:]
         g = torch.Generator().manual_seed(self.seed)
@@ -388,7 +387,7 @@ class CarliniAttack(Attack):
             elif kind == "cluster":
                 A = cluster_start(B, labels, classes, self.seed)
             elif kind == "similarity":  # equal coefficients on the clusters found from the pair scores
-                A = cluster_encryptions(similarity, n_hat, self.members).to(torch.float64)
+                A = balanced_members(memberships, self.members).to(torch.float64)
                 A = A * (opts.mean_mass() / self.members)
             split = (lambda A_, X_: split_overloaded(A_, X_, B, classes, r.noise, r.box)) if direct else None
             total, A, X = alternate(A, lambda A_, X_: self._solve(r, A_, B, prior, X_),

@@ -158,20 +158,31 @@ def soft_memberships(scores, n: int, iters: int = 300, seed: int = 0) -> torch.T
 
 
 def cluster_encryptions(scores, n: int, m: int, iters: int = 300, seed: int = 0, exact_limit: int = 3000) -> torch.Tensor:
-    """N×n 0/1 membership, m images per encryption, N·m/n encryptions per image (see the module docstring).
-    Up to ``exact_limit`` memberships (N·m) the balanced assignment is solved exactly (Hungarian, O((N·m)³));
-    above it greedily: (encryption, image) pairs in decreasing membership, each taken while the image has slots
-    left and the encryption fewer than m images (O(N·n log(N·n)); the published challenge has N·m = 10,000)."""
-    from scipy.optimize import linear_sum_assignment
-
+    """N×n 0/1 membership, m images per encryption, N·m/n encryptions per image (see the module docstring): the
+    ``balanced_members`` of the scores' ``soft_memberships``."""
     S = torch.as_tensor(scores, dtype=torch.float64)
-    N = S.shape[0]
-    if S.ndim != 2 or S.shape[1] != N:
+    if S.ndim != 2 or S.shape[1] != S.shape[0]:
         raise ShapeError(f"scores must be N×N, got {tuple(S.shape)}.")
     n, m = check_positive_int(n, "n"), check_positive_int(m, "m")
     if m > n:
         raise ParameterError(f"m={m} images per encryption cannot exceed n={n}.")
-    H = soft_memberships(S, n, iters, seed)
+    return balanced_members(soft_memberships(S, n, iters, seed), m, exact_limit)
+
+
+def balanced_members(H, m: int, exact_limit: int = 3000) -> torch.Tensor:
+    """N×n 0/1 membership from the N×n soft memberships H (``soft_memberships``): each row's m largest entries under
+    a balanced assignment, every image N·m/n slots. Up to ``exact_limit`` memberships (N·m) it is solved exactly
+    (Hungarian, O((N·m)³)); above it greedily: (encryption, image) pairs in decreasing membership, each taken while
+    the image has slots left and the encryption fewer than m images (O(N·n log(N·n)); the published challenge has
+    N·m = 10,000). The attack computes H once for its candidates and this start (the NMF: 98 CPU-s at N = 5,000)."""
+    from scipy.optimize import linear_sum_assignment
+
+    H = torch.as_tensor(H, dtype=torch.float64)
+    if H.ndim != 2:
+        raise ShapeError(f"memberships must be N×n, got {tuple(H.shape)}.")
+    (N, n), m = H.shape, check_positive_int(m, "m")
+    if m > n:
+        raise ParameterError(f"m={m} images per encryption cannot exceed n={n}.")
     slots = -(-N * m // n)  # ceil: every image's share of the N·m memberships
     cost = -torch.log(H + 1e-9).numpy()
     member = torch.zeros(N, n)
@@ -267,15 +278,19 @@ def affinity_neighbours(N: int, n: int, members: int) -> int:
     return max(1, min(N * members // max(n, 1), N // 25))
 
 
-def candidate_options(similarity, n: int, grid, seed: int = 0, per: int | None = None):
+def candidate_options(similarity, n: int, grid, seed: int = 0, per: int | None = None,
+                      memberships: torch.Tensor | None = None):
     """Carlini's label-free assignment at scale: each encryption's rows (``grid.free_entries``) among its ``per`` most
     likely images (the similarity scores' soft memberships, ``soft_memberships``) instead of all n — by default 5 for
     cross mode's two private members, k + 2 inside (6 at k = 4: C(6, 4) = 15 member sets; label-free Fashion-MNIST,
     inside k = 4, n = 100, T = 50, on the previous, unwhitened pair scores: five fresh challenges with 6 identified
-    0.88 / 0.83 in ≤ 824 CPU-s, one with 8 0.87 in 1,891 CPU-s; the current scores' figures are in the README)."""
+    0.88 / 0.83 in ≤ 824 CPU-s, one with 8 0.87 in 1,891 CPU-s; the current scores' figures are in the README).
+    ``memberships``: the scores' N×n ``soft_memberships`` when already computed (the attack's clustered start uses them)."""
     from .carlini_options import Options
 
     per = per or max(5, grid.members + 2)
-    H = soft_memberships(similarity, n, seed=seed)
+    H = soft_memberships(similarity, n, seed=seed) if memberships is None else torch.as_tensor(memberships)
+    if H.shape != (len(similarity), n):
+        raise ShapeError(f"memberships must be N×n = {len(similarity)}×{n}, got {tuple(H.shape)}.")
     top = H.topk(min(per, n), 1).indices
     return Options([grid.free_entries(sorted(c.tolist())) for c in top], n=n)
