@@ -231,8 +231,9 @@ def encryption_affinity(encryptions, drop: int | None = None, rank: int = 500, w
     0.40; nothing dropped, none whitened 0.34 / 0.16. The similarity network put 0.27 among 7 on Fashion-MNIST. End to
     end, label-free crops identified 0.07 on one challenge with the previous default, 0.42 / 0.18 (mean / worst of
     five fresh challenges, ``benchmarks/carlini.py``; README) with these: still below the 0.6 bar; Fashion-MNIST
-    0.88 / 0.83 → 0.95 / 0.94. Cross mode's public part drowns it (an encryption's 10 nearest share its owner
-    0.09–0.17 of the time on crops).
+    0.88 / 0.83 → 0.95 / 0.94. Cross mode's public part weakens it: on crops (n = 100, T = 50, own convention) an
+    encryption's 10 nearest share its owner 0.09–0.17 of the time, one of its two images 0.34, and the NMF puts 0.31
+    of its members among its 5 likeliest images — the similarity network's scores 0.11 and 0.12 (README).
     ``neighbours`` = K (what the attack passes: ``affinity_neighbours``) replaces the cosines by shared-neighbour
     counts: A the 0/1 graph of each encryption's K highest-scoring ones, symmetrised (either side's choice); the score
     of a pair is (A·A)_tu, the encryptions both count as near. Two encryptions that share an image are near many of the
