@@ -103,8 +103,9 @@ def test_label_free_inside_k4_recovers_fashion_mnist(tmp_path, fashion_root):
 
 def test_the_pair_scores_memberships_are_computed_once(monkeypatch):
     """The candidates and the clustered start read the same soft memberships (``soft_memberships``, an
-    O(iters·N²·n) NMF: 98 CPU-s of a 3,634-CPU-s label-free crops run at N = 5,000 was its second, identical
-    call); the split into ``balanced_members`` gives what ``cluster_encryptions`` gave."""
+    O(iters·N²·n) NMF: 98 CPU-s of a 3,634-CPU-s label-free crops run at N = 5,000 was its second call, seeded 0
+    where the candidates' was seeded by the attack's seed); the split into ``balanced_members`` gives what
+    ``cluster_encryptions`` gave."""
     from reconguard.attacks.instahide import CarliniAttack, cluster_encryptions
     from reconguard.attacks.instahide import carlini, similarity
     from reconguard.attacks.instahide.similarity import balanced_members, soft_memberships
