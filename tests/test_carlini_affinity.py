@@ -132,3 +132,12 @@ def test_the_pair_scores_memberships_are_computed_once(monkeypatch):
     own = torch.as_tensor(photo_crops(40, 8, 3, seed=1, photos=PHOTO_SPLITS["b"]), dtype=torch.float32)
     r = CarliniAttack(4, 12, c1=paper_c1(4), seed=3, restarts=1, max_rounds=2, splits=0).run(E, None, own)
     assert calls == [12] and r.images.shape == (12, 3, 8, 8), calls
+    # with labels the memberships feed the clustered start only: a search that refuses that start refuses before
+    # the NMF runs (it ran first, and was thrown away, before this was fixed)
+    labels = M @ torch.nn.functional.one_hot(torch.arange(12) % 3, 3).to(M.dtype)
+    calls.clear()
+    with pytest.raises(errors.ParameterError, match="local search starts from random assignments only"):
+        CarliniAttack(4, 12, c1=paper_c1(4), search="local", anneal_restarts=0).run(E, labels, own, similarity=S)
+    assert calls == [], calls
+    CarliniAttack(4, 12, c1=paper_c1(4), seed=3, restarts=1, max_rounds=2, splits=0).run(E, labels, own, similarity=S)
+    assert calls == [12], calls

@@ -286,8 +286,7 @@ class CarliniAttack(Attack):
         E, public, noise, similarity = carlini_inputs(encryptions, public, noise_images, similarity, self.n, self.members)
         N = E.shape[0]
         if labels is not None:  # labels stored in float16 / bfloat16 sum to 1 only within their rounding
-            raw = torch.as_tensor(labels)
-            labels = raw.to(torch.float64)
+            labels = (raw := torch.as_tensor(labels)).to(torch.float64)
             classes, members = class_members(labels, N, self.n, self.mode, max(1e-4, 2 * torch.finfo(raw.dtype).eps)
                                                    if raw.is_floating_point() else 1e-4)
             if self.mode == "inside":
@@ -330,9 +329,9 @@ class CarliniAttack(Attack):
         else:
             if members is None and similarity is None and not self.check_free_search(n_hat, N, Bs.shape[1]):
                 similarity = encryption_affinity(E, neighbours=affinity_neighbours(N, n_hat, self.members))
-            H = None if similarity is None else soft_memberships(similarity, n_hat, seed=self.seed)  # once, for both uses
-            opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity, H)
-            best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, H, labels)
+            H = None if similarity is None or members is not None else soft_memberships(similarity, n_hat, seed=self.seed)
+            opts = self._options(labels, members, n_hat, N, Bs.shape[1], similarity, H)  # label-free: H read twice
+            best, history, searched = self._search(s, opts, Bs, prior_s, classes, n_hat, N, similarity, H, labels)
             A = best[1]  # then X at every pixel from the found rows (cold where the search saw a subset)
             X = self._solve(r, A, B, prior, best[2] if pixels is None else None,
                             steps=max(self.refine_steps, self.final_refine_steps))
@@ -362,20 +361,22 @@ class CarliniAttack(Attack):
             return Options(shared=self.grid.free_rows(n_hat), n_encryptions=N)
         return labelled_options(self.grid, labels, members, n_hat, N, self.k, self.search, self.max_options)
 
-    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, memberships, labels=None):
-        """``(best, history, search)``: the alternation from every start (random, annealed, the clustering's of
-        ``memberships``: the pair scores' N×n soft memberships), the lowest residual kept as ``(residual, A, X)``."""
+    def _search(self, r: _Run, opts, B, prior, classes, n_hat: int, N: int, similarity, memberships, labels=None):
+        """``(best, history, search)``: the alternation from every start (random, annealed, the clustering's of the
+        pair scores' N×n soft ``memberships``, from ``similarity`` after the refusal below if None), the best kept."""
         searched = "exhaustive" if not isinstance(opts, LocalOptions) else "local" if opts.exact_pixels is None else "exact"
         direct = r.solver == "direct"  # lift: 4 random + 2 annealed starts; direct: 1–6 random (see above)
         restarts = self._restarts if self._restarts is not None else (min(6, max(1, round(120_000 / (N * n_hat)))) if direct else 4)
-        if self._restarts is None and memberships is not None:  # the start from the pair scores takes one random start's place
+        if self._restarts is None and similarity is not None:  # the start from the pair scores takes one random start's place
             restarts -= 1
         anneals = self._anneal_restarts if self._anneal_restarts is not None else (0 if direct or searched != "exhaustive" else 2)
-        if searched != "exhaustive" and (anneals or memberships is not None):
+        if searched != "exhaustive" and (anneals or similarity is not None):
             raise ParameterError("the local search starts from random assignments only: set anneal_restarts=0 and "
                                  "give no similarity= (or search='exhaustive' with max_options raised).")
+        if memberships is None and similarity is not None:
+            memberships = soft_memberships(similarity, n_hat, seed=self.seed)
         tol = 2.5e-3 if direct else 1e-9  # the direct X-step is a few Adam steps: stop at a small relative gain
-        starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if memberships is not None else [])
+        starts = ["random"] * restarts + ["anneal"] * anneals + (["similarity"] if similarity is not None else [])
         if labels is not None and self.cluster_start:  # the labelled clustering takes the first random start's place
             starts = ["cluster"] + starts[1:]
         g = torch.Generator().manual_seed(self.seed)
