@@ -78,11 +78,14 @@ class Options:
     each encryption's block starts; ``sizes``: how many it has). Either one block per encryption, each row kept sparse
     as its ≤ m members and weights (``idx``, ``w``: R×m; the dense R×n rows were 0.8 GB at n = 100, N = 5,000 cross),
     or one dense block of rows ``shared`` by all (label-free), whose residuals are one N×O matrix product instead of N
-    copies and whose ``owner`` (N·O entries: 3.6 GB at n = 100, N = 5,000) is made only when asked for (annealing)."""
+    copies and whose ``owner`` (N·O entries: 3.6 GB at n = 100, N = 5,000) is made only when asked for (annealing).
+    ``patterns`` (P×m, sparse blocks only): every block is member sets × these P weight tuples, set by set (what
+    ``RowGrid.free_entries`` makes) — checked; the residuals then gather each member set's m rows of X once and mix
+    them by one P×m product instead of gathering them P times (``benchmarks/carlini_patterns.py``)."""
 
     def __init__(self, blocks: list | None = None, shared: torch.Tensor | None = None, n_encryptions: int = 0,
-                 n: int = 0):
-        self.shared = shared
+                 n: int = 0, patterns: torch.Tensor | None = None):
+        self.shared, self.patterns = shared, None
         if shared is not None:
             self.n_encryptions, self.n = n_encryptions, shared.shape[1]
             self.sizes = torch.full((n_encryptions,), len(shared))
@@ -94,7 +97,20 @@ class Options:
             self.w = torch.cat([torch.nn.functional.pad(w, (0, width - w.shape[1])) for _, w in blocks])
             self.sizes = torch.tensor([len(i) for i, _ in blocks])
             self._owner = torch.arange(self.n_encryptions).repeat_interleave(self.sizes)
+            if patterns is not None:
+                self.patterns = self._factored(torch.as_tensor(patterns, dtype=self.w.dtype))
         self.offsets = self.sizes.cumsum(0) - self.sizes
+
+    def _factored(self, P: torch.Tensor) -> torch.Tensor:
+        """``P`` after checking that every block is its member sets × ``P``'s rows, set by set."""
+        p, m = P.shape if P.ndim == 2 else (0, 0)
+        if p == 0 or m != self.idx.shape[1] or bool((self.sizes % p).any()):
+            raise ShapeError(f"patterns must be P×{self.idx.shape[1]} with P dividing every block's size, got "
+                             f"{tuple(P.shape)} for blocks of {sorted(set(self.sizes.tolist()))[:5]} rows.")
+        idx, w = self.idx.reshape(-1, p, m), self.w.reshape(-1, p, m)
+        if not (torch.equal(idx, idx[:, :1].expand_as(idx)) and torch.equal(w, P.expand_as(w))):
+            raise ParameterError("the blocks are not member sets × patterns: give patterns=None.")
+        return P
 
     def __len__(self) -> int:
         return int(self.sizes.sum())
@@ -124,6 +140,8 @@ class Options:
         A sparse row's private part is Σ_m w_m X[i_m]: O(m·d) per option, not the dense row's O(n·d)."""
         if self.shared is not None:
             return metric.cross(B, predict(self.shared, X, *noise)).reshape(-1)
+        if self.patterns is not None:
+            return self._factored_residuals(X, B, noise, metric, max(1, chunk // len(self.patterns)))
         # written into one preallocated tensor: small per-chunk results kept between the chunks' large temporaries
         # fragment the heap (a list + torch.cat took the peak from 2.2 to 5.1 GiB at n = 100, N = 5,000)
         out = torch.empty(len(self), dtype=torch.promote_types(X.dtype, B.dtype))
@@ -132,6 +150,21 @@ class Options:
             U = (w[:, :, None] * X[self.idx[i:i + chunk]]).sum(1)
             owner = self.owner[i:i + chunk]
             out[i:i + chunk] = metric(link(U, w.sum(1, keepdim=True), *noise_rows(noise, owner)) - B[owner])
+        return out
+
+    def _factored_residuals(self, X, B, noise, metric: Metric, sets: int) -> torch.Tensor:
+        """``residuals`` when the options are member sets × ``patterns``: per set, its m rows of X gathered once, the
+        P mixes one (P×m)·(m×d) product; ``sets`` member sets a chunk. The same flat order (set, then pattern)."""
+        p = len(self.patterns)
+        W, mass = self.patterns.to(X.dtype), self.patterns.sum(1, keepdim=True).to(X.dtype)
+        idx, owner = self.idx[::p], self.owner[::p]
+        out = torch.empty(len(self), dtype=torch.promote_types(X.dtype, B.dtype))
+        for i in range(0, len(idx), sets):
+            U, who = torch.matmul(W, X[idx[i:i + sets]]), owner[i:i + sets]  # c×P×d
+            mu, var = noise_rows(noise, who)
+            var = var[:, None] if var is not None and var.ndim == 2 else var  # one row per encryption: c×1×d
+            R = link(U, mass, mu, var) - B[who][:, None]
+            out[i * p:(i + len(U)) * p] = metric(R.reshape(-1, R.shape[-1]))
         return out
 
     def assign(self, X: torch.Tensor, B: torch.Tensor, noise, metric: Metric = PLAIN) -> tuple[torch.Tensor, float]:

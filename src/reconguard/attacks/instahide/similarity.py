@@ -294,4 +294,5 @@ def candidate_options(similarity, n: int, grid, seed: int = 0, per: int | None =
     if H.shape != (len(similarity), n):
         raise ShapeError(f"memberships must be N×n = {len(similarity)}×{n}, got {tuple(H.shape)}.")
     top = H.topk(min(per, n), 1).indices
-    return Options([grid.free_entries(sorted(c.tolist())) for c in top], n=n)
+    return Options([grid.free_entries(sorted(c.tolist())) for c in top], n=n,
+                   patterns=torch.tensor(grid.free_splits(), dtype=torch.float64))
