@@ -1,4 +1,4 @@
-"""Time, peak memory and recovery of Carlini et al.'s attack (issues 15, 31): InstaHide challenges of scikit-learn
+r"""Time, peak memory and recovery of Carlini et al.'s attack (issues 15, 31): InstaHide challenges of scikit-learn
 digits (``--size 28``: resized to 28×28; ``--size 8``: the raw 8×8), Fashion-MNIST (``--data fashion``: Debian's
 ``dataset-fashion-mnist``; private images from the training split, the attacker's own from the test split) or RGB
 crops of scikit-image's photographs (``--data photos``, the offline stand-in for CIFAR-10: private crops from
@@ -25,6 +25,8 @@ CIFAR-10's (the published challenge's convention).
     python benchmarks/carlini.py --data photos --size 16 --k 3 --n 20 --T 25 --seeds 5 --json rows.jsonl
     python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --normalize published --seeds 5
     python benchmarks/carlini.py --data fashion --n 100 --T 50 --label-free --similarity-steps 0 --seeds 5
+    python benchmarks/carlini.py --data photos --size 32 --n 100 --T 50 --label-free --similarity-steps 0 \
+        --split-patience 2 --max-rounds 60 --seeds 5
     python benchmarks/carlini.py --data cifar10 --root ~/data/cifar-10-batches-py --mode cross --k 6 --n 100 --T 50
 
 Each challenge runs in a fresh process (so its peak memory is its own): fresh cryptographic masks, the attack, its
