@@ -25,13 +25,24 @@ start), from a start made with the keys at hand (``carlini_basin._challenge``):
   image it holds most of (slots are exchangeable, so this naming changes no image, only lets the script score them);
   one-class rows two random members of their class with half the mass each.
 
-Printed per round: the share of true (encryption, member) pairs held, the recovered images' median correlation with
+Printed per round: the share of true (encryption, member) pairs held and of rows wholly right, the recovered images' median correlation with
 the truth (matched by slot) and the share above 0.8, CPU-seconds.
 
     python benchmarks/carlini_sync.py --start true --rounds 1
     python benchmarks/carlini_sync.py --start above --w 0.2 --rounds 4
     python benchmarks/carlini_sync.py --start above --w 0.2 --wrong 0.2 --rounds 4
     python benchmarks/carlini_sync.py --start kmeans --rounds 6
+
+``--label-free``: the rounds' assignment is the label-free one instead — each encryption's nearest row among all
+C(n, 2) pairs × the coefficient grid (``RowGrid.free_rows``: 89,100 rows at n = 100), on ``--search-pixels`` random
+pixels — and the members are scored after matching slots to images by their shared encryptions (label-free slots
+have no class). ``--start dominant``: each encryption's larger true member kept, the smaller replaced by a random
+image (no row has both members right). What these measure, label-free crops cross k = 6 (README, "Label-free cross
+k = 6 on crops: where it fails"):
+
+    python benchmarks/carlini_sync.py --seed 10 --label-free --start true --rounds 4 --search-pixels 1024
+    python benchmarks/carlini_sync.py --seed 10 --label-free --start dominant --rounds 4 --search-pixels 1024
+    python benchmarks/carlini_sync.py --seed 10 --label-free --start corrupt --q 0.5 --rounds 8
 """
 
 from __future__ import annotations
@@ -57,6 +68,8 @@ def _start(a, A, B, L, cls, g) -> torch.Tensor:
         return _corrupt(A, cls, a.q, g)
     if a.start == "kmeans":
         return _kmeans_start(a, A, B, L, cls, g)
+    if a.start == "dominant":
+        return _dominant_start(A, g)
     out = torch.zeros_like(A)  # above: the true member where its coefficient ≥ w (kept with probability 1 − wrong)
     for t, i in torch.nonzero(A > 0).tolist():
         same = torch.nonzero(cls == cls[i]).squeeze(1)
@@ -64,6 +77,37 @@ def _start(a, A, B, L, cls, g) -> torch.Tensor:
         j = i if keep else int(same[torch.randint(len(same), (1,), generator=g)])
         out[t, j] += A[t, i]
     return out
+
+
+def _dominant_start(A, g) -> torch.Tensor:
+    """Each row's larger true member kept, the smaller moved to a random image (``--start dominant``)."""
+    out = torch.zeros_like(A)
+    for t in range(len(A)):
+        i, j = sorted(torch.nonzero(A[t] > 0).squeeze(1).tolist(), key=lambda m: -float(A[t, m]))
+        out[t, i] += A[t, i]
+        out[t, int(torch.randint(A.shape[1], (1,), generator=g))] += A[t, j]
+    return out
+
+
+def _matched(Ae, A) -> tuple[float, torch.Tensor]:
+    """Label-free members right: the share of true (encryption, member) pairs held once each slot is matched to the
+    image it shares most encryptions with (scipy's ``linear_sum_assignment``), and each slot's image."""
+    from scipy.optimize import linear_sum_assignment
+
+    co = ((Ae > 0).double().T @ (A > 0).double()).numpy()
+    r, c = linear_sum_assignment(-co)
+    return float(co[r, c].sum() / (A > 0).sum()), torch.as_tensor(c)
+
+
+def _free_assign(a, B, mu, var):
+    """``--label-free``: the rounds' assignment, each encryption's nearest row of the shared grid on
+    ``--search-pixels`` random pixels (the attack's label-free assignment, plain squared error)."""
+    from reconguard.attacks.instahide.carlini_options import Options, RowGrid
+    from reconguard.encoders.instahide import paper_c1
+
+    opts = Options(shared=RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_rows(a.n), n_encryptions=len(B))
+    sub = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(a.seed))[:a.search_pixels]
+    return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]))[0]
 
 
 def _kmeans_start(a, A, B, L, cls, g) -> torch.Tensor:
@@ -93,30 +137,42 @@ def main():
     from reconguard.encoders import InstaHide
 
     p = challenge_parser(__doc__, "photos", 32, 100, 50, 6, 0)
-    p.add_argument("--start", choices=("true", "corrupt", "above", "kmeans"), default="true")
+    p.add_argument("--start", choices=("true", "corrupt", "above", "kmeans", "dominant"), default="true")
     p.add_argument("--q", type=float, default=0.2, help="--start corrupt: the share of members replaced")
     p.add_argument("--w", type=float, default=0.2, help="--start above: the least coefficient kept true")
     p.add_argument("--wrong", type=float, default=0.0, help="--start above: the share of those ≥ w replaced too")
     p.add_argument("--whiten", type=float, default=1e-3, help="--start kmeans: the whitening's eigenvalue floor")
     p.add_argument("--feature-power", type=float, default=1.0, help="--start kmeans: cluster |x̃| to this power")
     p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--label-free", action="store_true", help="the label-free assignment over every pair (docstring)")
+    p.add_argument("--search-pixels", type=int, default=256, help="--label-free: the assignment's random pixels")
     a = p.parse_args()
+    if a.label_free and a.start in ("above", "kmeans"):
+        p.error("--label-free starts: true, corrupt (each member replaced by a random image) or dominant")
     a.pixels = a.pixels or None
     A, X, B, L, cls, _, noise = _challenge(a, mode="cross")
     z = InstaHide.normalize_images(noise, InstaHide(a.k).channel_stats(noise)).reshape(len(noise), -1).double()
     m = 1 - L.sum(1, keepdim=True)  # the public part's mass; its split's Σw² is 2/(k − 1) of m² on average
     pub_mean, pub_var = m * z.mean(0), m ** 2 * z.var(0) * 2 / (a.k - 1)
     shape = tuple(noise.shape[1:])
-    Ae = _start(a, A, B, L, cls, torch.Generator().manual_seed(a.seed + 7))
-    print(f"{a.data} {a.size}×{a.size}, cross k = {a.k}, n = {a.n}, T = {a.T}, start {a.start}")
+    Ae = _start(a, A, B, L, cls if not a.label_free else torch.zeros_like(cls), torch.Generator().manual_seed(a.seed + 7))
+    if a.label_free:  # the public part's mass from the rows themselves, as the label-free attack has it
+        free = _free_assign(a, B, z.mean(0), z.var(0) * 2 / (a.k - 1))
+    print(f"{a.data} {a.size}×{a.size}, cross k = {a.k}, n = {a.n}, T = {a.T}, start {a.start}"
+          f"{', label-free' if a.label_free else ''}")
     for r in range(a.rounds):
         t0 = time.process_time()
+        if a.label_free:
+            m = 1 - Ae.sum(1, keepdim=True)
+            pub_mean, pub_var = m * z.mean(0), m ** 2 * z.var(0) * 2 / (a.k - 1)
         Xe = sync_step(Ae, B, pub_mean, pub_var, shape)
-        c = torch.stack([_corr(Xe, X), _corr(-Xe, X)])
+        held, image = _matched(Ae, A) if a.label_free else (right(Ae, A)[0], torch.arange(a.n))
+        whole = float(((Ae > 0) == (A[:, image] > 0)).all(1).double().mean())  # rows with both members right
+        c = torch.stack([_corr(Xe, X[image]), _corr(-Xe, X[image])])
         c = c[int(c.median(1).values.argmax())]  # the one overall sign (from the truth here)
-        print(f"round {r}: members {right(Ae, A)[0]:.3f}, median correlation {float(c.median()):.3f}, "
+        print(f"round {r}: members {held:.3f}, rows {whole:.3f}, median correlation {float(c.median()):.3f}, "
               f"> 0.8: {float((c > 0.8).double().mean()):.2f}  ({time.process_time() - t0:.1f} CPU-s X-step)", flush=True)
-        Ae = pinned_rows(Xe, Ae, Ae, B, L, cls, pub_mean, pub_var, pin=float("inf"))  # the fit's nearest option
+        Ae = free(Xe) if a.label_free else pinned_rows(Xe, Ae, Ae, B, L, cls, pub_mean, pub_var, pin=float("inf"))
 
 
 def _corr(U, V) -> torch.Tensor:
