@@ -239,6 +239,10 @@ def register(sub) -> None:
     sp.add_argument("--sign-sync", choices=["auto", "on", "off"], default="auto",
                     help="carlini, cross mode with labels: the clustered start and sign-synchronising X-step in place of "
                     "the search (auto: when the attacker's images give pixels no sign, as natural photographs do)")
+    sp.add_argument("--public-normalization", choices=["auto", "private", "own"], default="auto",
+                    help="carlini, cross mode: how the owner normalised the public images — the private set's statistics "
+                    "or the public pool's own (auto: read off the encryptions' moments, with a warning when they hardly "
+                    "tell the two apart)")
     sp.add_argument("--search-pixels", type=_search_pixels, default="auto",
                     help="carlini: fit the assignment search on this many random pixels, then solve every pixel (auto: "
                     "256 inside, 1,024 cross with labels, 512 label-free — the README's published-size settings; all: "

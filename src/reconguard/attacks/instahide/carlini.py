@@ -315,7 +315,7 @@ class CarliniAttack(Attack):
         if self.mode == "cross":
             chosen, noise_model, metric = cross_noise(E, labels, public, noise, own, stats, self.k, self.c2,
                                                       self.public_normalization, self.noise_rank, self.seed,
-                                                      self.normalize, pixels)
+                                                      self.normalize, pixels, self.c1)
             if labels is not None and self.public_scale:  # each encryption's public variance (carlini_model.scale_noise)
                 noise_model = scale_noise(B, labels, own, noise_model)
             r = s = _Run(solver, box, noise_model, metric)

@@ -34,6 +34,7 @@ class CarliniOptions:
     search_pixels: int | str | None = "auto"  # the assignment search's random pixels (auto: carlini_options.searched_pixels)
     denormalize: str = "range"      # unpublished normalisation (inside; cross, natural): the recovery's range, or "own"
     sign_sync: bool | str = "auto"  # cross with labels: carlini_sync's start and X-step ("auto": natural images; "on"/"off")
+    public_normalization: str = "auto"  # cross: the owner's public-image statistics, "private" / "own" (auto: read off the moments)
     seed: int = 0
     progress: bool = False
 
@@ -54,17 +55,20 @@ def _own(know, obs):
     return torch.as_tensor(know.images, dtype=torch.float32)
 
 
-def _scheme(obs, know, own, noise):
+def _scheme(obs, know, own, noise, convention: str = "auto"):
     """The attacker's model of the encryptor: ``know.scheme`` when given, else one built from the release's settings
-    (cross mode: the public part's normalisation as ``public_convention`` reads it from the encryptions)."""
+    (cross mode: the public part's normalisation ``convention``, or as ``public_convention`` reads it from the
+    encryptions when "auto")."""
     if know.scheme is not None:
         return know.scheme
     from ...encoders import InstaHide
     from .carlini_model import public_convention
 
-    convention = "private"
-    if obs.mode == "cross" and noise is not None:
-        convention = public_convention(obs.encryptions, obs.labels, own, noise, obs.k, obs.c2, normalize=obs.normalization)
+    if convention == "auto":
+        convention = "private"
+        if obs.mode == "cross" and noise is not None:
+            convention = public_convention(obs.encryptions, obs.labels, own, noise, obs.k, obs.c2,
+                                           normalize=obs.normalization, c1=obs.c1)
     return InstaHide(obs.k, c1=obs.c1, c2=obs.c2, mode=obs.mode, public=know.public_pool, public_normalize=convention,
                      normalize=obs.normalization)
 
@@ -84,7 +88,8 @@ def run_carlini(obs, know, opts: CarliniOptions):
                         solver=opts.solver, search=opts.search, noise_rank=opts.noise_rank, splits=opts.splits,
                         split_patience=opts.split_patience, max_rounds=opts.max_rounds, prior_moves=opts.prior_moves,
                         search_pixels=opts.search_pixels, normalize=obs.normalization, denormalize=opts.denormalize, progress=opts.progress,
-                        sign_sync={"on": True, "off": False}.get(opts.sign_sync, opts.sign_sync))
+                        sign_sync={"on": True, "off": False}.get(opts.sign_sync, opts.sign_sync),
+                        public_normalization=opts.public_normalization)
     similarity = know.similarity
     if obs.labels is None:  # a search too large fails here, before any network is trained
         atk.check_free_search(obs.n, len(obs.encryptions), obs.encryptions[0].numel(),
@@ -92,7 +97,7 @@ def run_carlini(obs, know, opts: CarliniOptions):
     if similarity is None and opts.similarity_steps:
         net = SimilarityNetwork(obs.encryptions.shape[1], steps=opts.similarity_steps, seed=opts.seed,
                                 progress=opts.progress)
-        net.fit(_scheme(obs, know, own, noise), own)
+        net.fit(_scheme(obs, know, own, noise, opts.public_normalization), own)
         similarity = net.scores(obs.encryptions)
     r = atk.run(obs.encryptions, obs.labels, own, noise_images=noise, similarity=similarity)
     return Recovered("carlini", r.images, asdict(opts),
