@@ -43,6 +43,14 @@ k = 6 on crops: where it fails"):
     python benchmarks/carlini_sync.py --seed 10 --label-free --start true --rounds 4 --search-pixels 1024
     python benchmarks/carlini_sync.py --seed 10 --label-free --start dominant --rounds 4 --search-pixels 1024
     python benchmarks/carlini_sync.py --seed 10 --label-free --start corrupt --q 0.5 --rounds 8
+
+``--noise-rank R``: the label-free assignment under ``carlini_model.noise_metric`` of rank R (mixes of the attacker's
+own and noise images; 0, the default: plain squared error, as the runs above). ``--assign-at-truth``: one label-free
+assignment at the true images, then stop — the metric's ceiling (README, "The assignment's metric, label-free"):
+
+    python benchmarks/carlini_sync.py --seed 10 --label-free --assign-at-truth --search-pixels 512 --noise-rank 20
+    python benchmarks/carlini_sync.py --seed 10 --label-free --assign-at-truth --search-pixels 3072 --noise-rank 3000
+    python benchmarks/carlini_sync.py --seed 10 --label-free --start true --rounds 4 --search-pixels 3072 --noise-rank 3000
 """
 
 from __future__ import annotations
@@ -99,15 +107,19 @@ def _matched(Ae, A) -> tuple[float, torch.Tensor]:
     return float(co[r, c].sum() / (A > 0).sum()), torch.as_tensor(c)
 
 
-def _free_assign(a, B, mu, var):
+def _free_assign(a, B, mu, var, own_z, noise_z):
     """``--label-free``: the rounds' assignment, each encryption's nearest row of the shared grid on
-    ``--search-pixels`` random pixels (the attack's label-free assignment, plain squared error)."""
+    ``--search-pixels`` random pixels (the attack's label-free assignment) under ``--noise-rank``'s metric
+    (``carlini_model.noise_metric`` from mixes of the attacker's own and noise images; 0: plain squared error)."""
+    from reconguard.attacks.instahide.carlini_model import noise_metric
     from reconguard.attacks.instahide.carlini_options import Options, RowGrid
     from reconguard.encoders.instahide import paper_c1
 
     opts = Options(shared=RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_rows(a.n), n_encryptions=len(B))
     sub = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(a.seed))[:a.search_pixels]
-    return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]))[0]
+    metric = noise_metric(own_z, noise_z, None, (mu, var), a.k, 0.3, a.noise_rank, torch.Generator().manual_seed(1),
+                          pixels=sub)
+    return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]), metric)[0]
 
 
 def _kmeans_start(a, A, B, L, cls, g) -> torch.Tensor:
@@ -146,18 +158,31 @@ def main():
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--label-free", action="store_true", help="the label-free assignment over every pair (docstring)")
     p.add_argument("--search-pixels", type=int, default=256, help="--label-free: the assignment's random pixels")
+    p.add_argument("--noise-rank", type=int, default=0, help="--label-free: the assignment metric's rank (0: plain)")
+    p.add_argument("--assign-at-truth", action="store_true",
+                   help="--label-free: one assignment at the true images (the ceiling of the metric), then stop")
     a = p.parse_args()
     if a.label_free and a.start in ("above", "kmeans"):
         p.error("--label-free starts: true, corrupt (each member replaced by a random image) or dominant")
     a.pixels = a.pixels or None
-    A, X, B, L, cls, _, noise = _challenge(a, mode="cross")
+    A, X, B, L, cls, own, noise = _challenge(a, mode="cross")
     z = InstaHide.normalize_images(noise, InstaHide(a.k).channel_stats(noise)).reshape(len(noise), -1).double()
     m = 1 - L.sum(1, keepdim=True)  # the public part's mass; its split's Σw² is 2/(k − 1) of m² on average
     pub_mean, pub_var = m * z.mean(0), m ** 2 * z.var(0) * 2 / (a.k - 1)
     shape = tuple(noise.shape[1:])
     Ae = _start(a, A, B, L, cls if not a.label_free else torch.zeros_like(cls), torch.Generator().manual_seed(a.seed + 7))
     if a.label_free:  # the public part's mass from the rows themselves, as the label-free attack has it
-        free = _free_assign(a, B, z.mean(0), z.var(0) * 2 / (a.k - 1))
+        own_z = InstaHide.normalize_images(own, InstaHide(a.k).channel_stats(own)).reshape(len(own), -1).double()
+        free = _free_assign(a, B, z.mean(0), z.var(0) * 2 / (a.k - 1), own_z, z)
+    if a.assign_at_truth:
+        if not a.label_free:
+            p.error("--assign-at-truth measures the label-free assignment: add --label-free")
+        t0 = time.process_time()
+        Ae = free(X)
+        whole = float(((Ae > 0) == (A > 0)).all(1).double().mean())
+        print(f"at the true images, {a.search_pixels} pixels, noise rank {a.noise_rank}: members "
+              f"{float((Ae > 0)[A > 0].double().mean()):.3f}, rows {whole:.3f} ({time.process_time() - t0:.0f} CPU-s)")
+        return
     print(f"{a.data} {a.size}×{a.size}, cross k = {a.k}, n = {a.n}, T = {a.T}, start {a.start}"
           f"{', label-free' if a.label_free else ''}")
     for r in range(a.rounds):
