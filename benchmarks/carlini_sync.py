@@ -51,6 +51,11 @@ assignment at the true images, then stop — the metric's ceiling (README, "The 
     python benchmarks/carlini_sync.py --seed 10 --label-free --assign-at-truth --search-pixels 512 --noise-rank 20
     python benchmarks/carlini_sync.py --seed 10 --label-free --assign-at-truth --search-pixels 3072 --noise-rank 3000
     python benchmarks/carlini_sync.py --seed 10 --label-free --start true --rounds 4 --search-pixels 3072 --noise-rank 3000
+
+``--confident Q``: label-free, each round's X-step takes only the share Q of the encryptions whose best member pair
+wins by the largest relative margin over the second best:
+
+    python benchmarks/carlini_sync.py --seed 10 --label-free --start true --rounds 3 --search-pixels 512 --noise-rank 20 --confident 0.2
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def _free_assign(a, B, mu, var, own_z, noise_z):
     """``--label-free``: the rounds' assignment, each encryption's nearest row of the shared grid on
     ``--search-pixels`` random pixels (the attack's label-free assignment) under ``--noise-rank``'s metric
     (``carlini_model.noise_metric`` from mixes of the attacker's own and noise images; 0: plain squared error)."""
-    from reconguard.attacks.instahide.carlini_model import noise_metric
+    from reconguard.attacks.instahide.carlini_model import noise_metric, predict
     from reconguard.attacks.instahide.carlini_options import Options, RowGrid
     from reconguard.encoders.instahide import paper_c1
 
@@ -119,7 +124,24 @@ def _free_assign(a, B, mu, var, own_z, noise_z):
     sub = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(a.seed))[:a.search_pixels]
     metric = noise_metric(own_z, noise_z, None, (mu, var), a.k, 0.3, a.noise_rank, torch.Generator().manual_seed(1),
                           pixels=sub)
-    return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]), metric)[0]
+    if not a.confident:
+        return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]), metric)[0]
+    splits = len(RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_splits())
+
+    def confident(X):
+        """The nearest rows and each encryption's margin: how much worse, relatively, its second-best member pair fits
+        (float32, 500 encryptions at a time)."""
+        P = predict(opts.shared, X[:, sub], mu[sub], var[sub]).float()
+        best, margin = torch.empty(len(B), dtype=torch.long), torch.empty(len(B))
+        for i in range(0, len(B), 500):
+            C = metric.cross(B[i:i + 500, sub].float(), P).reshape(-1, P.shape[0] // splits, splits)
+            low, at = C.min(2)
+            two = low.topk(2, 1, largest=False)
+            best[i:i + 500] = two.indices[:, 0] * splits + at.gather(1, two.indices[:, :1]).squeeze(1)
+            margin[i:i + 500] = (two.values[:, 1] - two.values[:, 0]) / two.values[:, 0].clamp_min(1e-12)
+        return opts.shared[best], margin
+
+    return confident
 
 
 def _kmeans_start(a, A, B, L, cls, g) -> torch.Tensor:
@@ -159,6 +181,9 @@ def main():
     p.add_argument("--label-free", action="store_true", help="the label-free assignment over every pair (docstring)")
     p.add_argument("--search-pixels", type=int, default=256, help="--label-free: the assignment's random pixels")
     p.add_argument("--noise-rank", type=int, default=0, help="--label-free: the assignment metric's rank (0: plain)")
+    p.add_argument("--confident", type=float, default=0.0,
+                   help="--label-free: the X-step on this share of the encryptions, those whose best pair wins by the "
+                        "largest margin (0: every encryption)")
     p.add_argument("--assign-at-truth", action="store_true",
                    help="--label-free: one assignment at the true images (the ceiling of the metric), then stop")
     a = p.parse_args()
@@ -179,25 +204,33 @@ def main():
             p.error("--assign-at-truth measures the label-free assignment: add --label-free")
         t0 = time.process_time()
         Ae = free(X)
+        Ae = Ae[0] if isinstance(Ae, tuple) else Ae
         whole = float(((Ae > 0) == (A > 0)).all(1).double().mean())
         print(f"at the true images, {a.search_pixels} pixels, noise rank {a.noise_rank}: members "
               f"{float((Ae > 0)[A > 0].double().mean()):.3f}, rows {whole:.3f} ({time.process_time() - t0:.0f} CPU-s)")
         return
     print(f"{a.data} {a.size}×{a.size}, cross k = {a.k}, n = {a.n}, T = {a.T}, start {a.start}"
           f"{', label-free' if a.label_free else ''}")
+    keep = torch.arange(len(B))  # the rows the X-step takes (``--confident``: the surest share)
     for r in range(a.rounds):
         t0 = time.process_time()
         if a.label_free:
             m = 1 - Ae.sum(1, keepdim=True)
             pub_mean, pub_var = m * z.mean(0), m ** 2 * z.var(0) * 2 / (a.k - 1)
-        Xe = sync_step(Ae, B, pub_mean, pub_var, shape)
+        Xe = sync_step(Ae[keep], B[keep], pub_mean[keep], pub_var[keep], shape)
         held, image = _matched(Ae, A) if a.label_free else (right(Ae, A)[0], torch.arange(a.n))
         whole = float(((Ae > 0) == (A[:, image] > 0)).all(1).double().mean())  # rows with both members right
+        if len(keep) < len(B):
+            sure = float(((Ae[keep] > 0) == (A[keep][:, image] > 0)).all(1).double().mean())
+            print(f"  the X-step's {len(keep)} surest rows: {sure:.3f} whole")
         c = torch.stack([_corr(Xe, X[image]), _corr(-Xe, X[image])])
         c = c[int(c.median(1).values.argmax())]  # the one overall sign (from the truth here)
         print(f"round {r}: members {held:.3f}, rows {whole:.3f}, median correlation {float(c.median()):.3f}, "
               f"> 0.8: {float((c > 0.8).double().mean()):.2f}  ({time.process_time() - t0:.1f} CPU-s X-step)", flush=True)
         Ae = free(Xe) if a.label_free else pinned_rows(Xe, Ae, Ae, B, L, cls, pub_mean, pub_var, pin=float("inf"))
+        if isinstance(Ae, tuple):
+            Ae, margin = Ae
+            keep = margin.argsort(descending=True)[:int(a.confident * len(B))]
 
 
 def _corr(U, V) -> torch.Tensor:
