@@ -189,6 +189,10 @@ def main():
     a = p.parse_args()
     if a.label_free and a.start in ("above", "kmeans"):
         p.error("--label-free starts: true, corrupt (each member replaced by a random image) or dominant")
+    if not a.label_free and (a.noise_rank or a.confident or a.assign_at_truth):
+        p.error("--noise-rank, --confident and --assign-at-truth apply to the label-free assignment: add --label-free")
+    if not 0 <= a.confident <= 1 or 0 < a.confident * a.n * a.T < 1:
+        p.error(f"--confident is a share of the encryptions in (0, 1] (0: all of them), got {a.confident}")
     a.pixels = a.pixels or None
     A, X, B, L, cls, own, noise = _challenge(a, mode="cross")
     z = InstaHide.normalize_images(noise, InstaHide(a.k).channel_stats(noise)).reshape(len(noise), -1).double()
@@ -200,8 +204,6 @@ def main():
         own_z = InstaHide.normalize_images(own, InstaHide(a.k).channel_stats(own)).reshape(len(own), -1).double()
         free = _free_assign(a, B, z.mean(0), z.var(0) * 2 / (a.k - 1), own_z, z)
     if a.assign_at_truth:
-        if not a.label_free:
-            p.error("--assign-at-truth measures the label-free assignment: add --label-free")
         t0 = time.process_time()
         Ae = free(X)
         Ae = Ae[0] if isinstance(Ae, tuple) else Ae
