@@ -120,13 +120,14 @@ def _free_assign(a, B, mu, var, own_z, noise_z):
     from reconguard.attacks.instahide.carlini_options import Options, RowGrid
     from reconguard.encoders.instahide import paper_c1
 
-    opts = Options(shared=RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_rows(a.n), n_encryptions=len(B))
+    grid = RowGrid(2, "cross", 5, paper_c1(a.k), 0.3)
+    opts = Options(shared=grid.free_rows(a.n), n_encryptions=len(B))
     sub = torch.randperm(B.shape[1], generator=torch.Generator().manual_seed(a.seed))[:a.search_pixels]
     metric = noise_metric(own_z, noise_z, None, (mu, var), a.k, 0.3, a.noise_rank, torch.Generator().manual_seed(1),
                           pixels=sub)
     if not a.confident:
         return lambda X: opts.assign(X[:, sub], B[:, sub], (mu[sub], var[sub]), metric)[0]
-    splits = len(RowGrid(2, "cross", 5, paper_c1(a.k), 0.3).free_splits())
+    splits = len(grid.free_splits())  # free_rows is pair-major: each pair's splits side by side
 
     def confident(X):
         """The nearest rows and each encryption's margin: how much worse, relatively, its second-best member pair fits
