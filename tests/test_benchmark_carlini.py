@@ -68,3 +68,20 @@ def test_carlini_benchmark_refuses_what_the_attack_refuses_before_training_the_n
                                       "--label-free", "--one", "12x4"])
     with pytest.raises(ParameterError, match="mixes no public image"):
         bench.main()
+
+
+def test_reference_cost_benchmark_builds_carlinis_wide_resnet_and_prints_the_ratio(tmp_path):
+    """``benchmarks/carlini_reference_cost.py`` (the README's "What the published attack uses"): the network timed is
+    a WideResNet-28-6 with two logits — 13.1 M parameters, as Zagoruyko and Komodakis's width 6 at depth 28 has — and
+    the script prints both costs and their ratio at a small N."""
+    sys.path.insert(0, str(BENCH.parent))
+    from carlini_reference_cost import wide_resnet
+
+    net = wide_resnet(6)
+    assert abs(sum(q.numel() for q in net.parameters()) / 1e6 - 13.1) < 0.1
+    import torch
+    assert net.eval()(torch.zeros(2, 6, 32, 32)).shape == (2, 2)
+    out = subprocess.run([sys.executable, str(BENCH.parent / "carlini_reference_cost.py"), "--threads", "1", "--N", "40",
+                          "--batch", "2", "--repeats", "1"], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "CPU-ms per pair call" in out.stdout and "ratio" in out.stdout and "CPU-hours" in out.stdout
