@@ -50,6 +50,28 @@ def test_bound_command_splitcnn_digits(tmp_path):
         assert 0 <= r["bound"] <= r["ceiling"]
 
 
+def test_bound_command_on_fashion_mnist_is_the_recipes_prior(tmp_path, fashion_root):
+    """`bound --data fashion-mnist` (its help named the data set while the option refused it): the smoothed empirical
+    prior of --prior-n training images at 28×28, the same bound as compute_bounds on make_prior's prior with the same
+    encoder; another side is refused before any work."""
+    import torch
+
+    from reconguard.encoders import random_linear
+    from reconguard.experiments import compute_bounds, make_prior
+
+    out = tmp_path / "f.json"
+    assert main(["bound", "--data", "fashion-mnist", "--m", "64", "--sigma", "0", "--prior-n", "500",
+                 "--score-samples", "5000", "--out", str(out), "--quiet"]) == 0
+    data = json.loads(out.read_text())
+    prior = make_prior("fashion-mnist", 28, sigma_s=0.1, n=500)[0]
+    ref = compute_bounds(random_linear(784, 64, seed=0), prior, [0.0], score_samples=5000, seed=0)
+    assert data["d"] == 784 and data["rows"][0]["bound"] == pytest.approx(ref.rows[0].bound, rel=1e-9)
+    assert 0 < data["rows"][0]["bound"] <= data["rows"][0]["ceiling"]
+    assert main(["bound", "--data", "fashion-mnist", "--size", "8", "--out", str(tmp_path / "g.json"), "--quiet"]) != 0
+    assert not (tmp_path / "g.json").exists()
+    del torch
+
+
 def test_recipes_listed(capsys):
     assert main(["recipes"]) == 0
     text = capsys.readouterr().out

@@ -53,13 +53,17 @@ def _cmd_bound(args, run) -> int:
     channels = args.channels if args.data == "gaussian" else 1
     if args.model:
         user, channels, size = _user_model(args, channels)
-        if args.data == "digits" and channels != 1:
+        if args.data != "gaussian" and channels != 1:
             from ..errors import ShapeError
-            raise ShapeError(f"--model {args.model} takes {channels}-channel images; digits are grey (use --data "
+            raise ShapeError(f"--model {args.model} takes {channels}-channel images; {args.data} are grey (use --data "
                              "gaussian --channels 3, or `reconguard audit encoder --data YOUR_IMAGES`).")
     else:
-        size = args.size or (28 if args.encoder in ("splitcnn", "resnet18") else 8)
+        size = args.size or (28 if args.encoder in ("splitcnn", "resnet18") or args.data == "fashion-mnist" else 8)
     check_positive_int(size, "--size")
+    check_positive_int(args.prior_n, "--prior-n")
+    if args.data == "fashion-mnist" and size != 28:
+        from ..errors import ShapeError
+        raise ShapeError(f"fashion-mnist images are 28×28, not {size}×{size}: drop --size or pass --size 28.")
     check_positive_int(args.m, "--m")
     check_positive_int(args.k, "--k")
     d = channels * size * size
@@ -70,9 +74,11 @@ def _cmd_bound(args, run) -> int:
     tag = f"{args.data}-{'model' if args.model else args.encoder}-m{args.m}-size{size}"
     out = claim_output(run, Path(args.out) if args.out else Path("runs") / "bound" / (param_name(
         tag, args, ("data", "encoder", "model", "weights", "normalize", "m", "alpha", "split", "sigma", "tau", "k",
-                    "size", "sigma_s", "score_samples", "seed", "channels", "path")) + ".json"))
-    prior = (make_prior(args.data, size, sigma_s=args.sigma_s) if args.data == "digits"
-             else make_prior(args.data, size, channels=channels))[0]
+                    "size", "sigma_s", "score_samples", "seed", "channels", "path")
+        + (("prior_n",) if args.data == "fashion-mnist" else ())) + ".json"))
+    prior = (make_prior(args.data, size, channels=channels) if args.data == "gaussian"
+             else make_prior(args.data, size, sigma_s=args.sigma_s, n=args.prior_n if args.data == "fashion-mnist"
+                             else None))[0]
     norm, on_device = None, args.model or args.encoder in ("splitcnn", "resnet18")
     if args.model:
         enc, m, norm = _user_encoder(user, args, prior, channels, size)
@@ -207,7 +213,12 @@ def _cmd_train_encoder(args, run) -> int:
 
 def register(sub) -> None:
     sp = sub.add_parser("bound", help="every MSE bound for one encoder on one prior")
-    sp.add_argument("--data", choices=["gaussian", "digits"], default="gaussian")
+    sp.add_argument("--data", choices=["gaussian", "digits", "fashion-mnist"], default="gaussian",
+                    help="prior: gaussian (closed form); digits (scikit-learn's 8×8 digits, resized to --size) or "
+                    "fashion-mnist (Debian's dataset-fashion-mnist, 28×28; --prior-n of its training images), each "
+                    "smoothed by --sigma-s, its score exact")
+    sp.add_argument("--prior-n", type=int, default=10000, help="fashion-mnist: training images in the smoothed "
+                    "empirical prior (as the fig2-linear fashion preset)")
     sp.add_argument("--encoder", choices=["linear", "skewed", "splitcnn", "resnet18"], default="linear")
     sp.add_argument("--channels", type=int, choices=[1, 3], default=1, help="channels of the Gaussian prior's images "
                     "(3 for RGB encoders such as resnet18)")
@@ -229,8 +240,8 @@ def register(sub) -> None:
                     "heuristic (section 6.4.3), labelled as such")
     sp.add_argument("--k", type=int, default=256, help="inputs averaged to estimate E[G] (splitcnn)")
     sp.add_argument("--size", type=int, default=None, help="image side (d = size²); default 8, 28 for splitcnn")
-    sp.add_argument("--sigma-s", type=float, default=0.1, help="smoothing noise of the digits prior")
-    sp.add_argument("--score-samples", type=int, default=20000, help="samples averaged for S (digits)")
+    sp.add_argument("--sigma-s", type=float, default=0.1, help="smoothing noise of the digits / fashion-mnist prior")
+    sp.add_argument("--score-samples", type=int, default=20000, help="samples averaged for S (digits, fashion-mnist)")
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--device", default="auto", help="auto | cpu | cuda")
     sp.add_argument("--out", help="JSON path (default runs/bound/<data>-<encoder>-m<m>.json)")
