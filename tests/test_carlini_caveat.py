@@ -52,6 +52,7 @@ def test_cross_caveat_on_photographs_only_in_cross_mode(crops_challenge):
     ch, own = crops_challenge
     caveat = cross_caveat(ch, own)
     assert "does not show" in caveat and "0.82–0.92" in caveat and "0.77–0.89" in caveat and "0.02–0.24" in caveat, caveat
+    assert "published attack" in caveat and "reads the labels" in caveat  # label-free is beyond the reference, too
     assert cross_caveat(dataclasses.replace(ch, mode="inside"), own) == ""
     # the same release seen with images whose pixels carry a sign (three-channel digits): no caveat
     digits = load_digits(size=16).images[:200].expand(-1, 3, -1, -1)

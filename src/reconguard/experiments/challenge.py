@@ -135,8 +135,8 @@ def cross_caveat(ch: Challenge, public: torch.Tensor) -> str:
             "as natural photographs do): in cross mode on 32×32 photograph crops at n = 100, T = 50 this attack "
             "identified 0.82–0.92 with the labels by standardised nearest neighbour, 0.77–0.89 by plain (ten fresh "
             "challenges; digits and Fashion-MNIST: 0.87 or more) and "
-            "0.02–0.24 without them (README, 'Where it stands') — a poor recovery here does not show the private "
-            "images are safe.")
+            "0.02–0.24 without them (README, 'Where it stands'; Carlini et al.'s published attack on such a release "
+            "reads the labels too) — a poor recovery here does not show the private images are safe.")
 
 
 def _describe(r, ch: Challenge) -> str:
