@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..bounds.saturation import NOT_DIFFERENTIABLE
 from ..errors import ParameterError, UnknownOptionError
 from ..results import Result
 from .loading import load_images, load_model, probe
@@ -277,6 +278,11 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     bound_rows, quality, bound_path = _bounds(wrapped, prior, score_fn, exact, cfg, d, m, sigma_s, seed, device,
                                               progress, isinstance(module, torch.jit.ScriptModule), sigmas, path)
     stages.done("E[G] and bounds")
+    warnings = (warning,) if warning else ()
+    if any(r.kind == NOT_DIFFERENTIABLE for r in bound_rows.values()):
+        warnings += ("the model's output changes where autograd's Jacobian says it does not (sign, rounding, integer "
+                     "codes, detach): every bound is 0, and the gradient attack (MAP) sees no gradient — only the "
+                     "learned decoder measures it, so a poor attack here is no evidence of privacy.",)
     x = held.reshape(n_attack, -1)
     base = mse(train.reshape(len(train), -1).mean(0, keepdim=True).expand_as(x), x)
     baseline = AttackScore("baseline: the mean image (a guess)", base.mean, base.stderr)
@@ -296,5 +302,5 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
                                                                             "n_attack")}}
     return EncoderAudit(str(name), in_shape, d, m, n, n_attack, preset, prior.name,
                         score, quality, bound_path, rows, time.perf_counter() - start, examples,
-                        norm, (warning,) if warning else (),
+                        norm, warnings,
                         stages.rows, budget)

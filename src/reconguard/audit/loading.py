@@ -317,6 +317,11 @@ class ImageModel(nn.Module):
         if not isinstance(out, torch.Tensor):
             raise ShapeError(f"the model returned a {type(out).__name__}, not a tensor; audit a module whose forward "
                              "returns the embedding (or the logits) as one tensor.")
+        if not out.is_floating_point():  # integer or boolean codes as floats, tied to the input with a zero derivative
+            # (what autograd says of a step function), so that attacks, timings and the path check run on them; the
+            # path check then finds the output moving where autograd sees no change, and the bounds are 0
+            out = out.to(dtype) + 0.0 * x.reshape(n, -1).to(device=device, dtype=dtype).sum(1).reshape(
+                n, *([1] * (out.dim() - 1)))
         return out.reshape(n, -1) if self.flatten else out
 
 

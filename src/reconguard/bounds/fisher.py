@@ -35,6 +35,7 @@ from ..encoders.noisy import split_noise
 from ..results import Result
 from .jacobians import (ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, _default_chunk, default_heldout,  # noqa: F401
                         group_edges, jacobian_ready, select_inputs)
+from .differentiable import path_error
 from .saturation import Sampled, dense_saturation
 from ..progress import progress as progress_bar
 
@@ -61,6 +62,7 @@ class FisherEstimate(Result, Sampled):
     group_sizes: tuple = ()
     heldout_means: torch.Tensor | None = None  # H×d×d partial means of J_iᵀJ_i over held-out inputs (saturation)
     heldout_sizes: tuple = ()
+    path_error: float | None = None  # reconguard.bounds.differentiable (None: exact, given, or one input)
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     _skip_in_dict = ("matrix", "eigenvectors", "group_means", "heldout_means")
 
@@ -178,7 +180,9 @@ def estimate_fisher(
     kept for the sampling error's jackknife (0 keeps none; at most ``k``). ``heldout``: inputs drawn beside
     the k (default :func:`default_heldout`, fewer when the data runs out) whose Jacobians are kept as block
     means for the saturation check (:mod:`reconguard.bounds.saturation`): what share of their energy lies
-    outside the sampled range, and the valid bound when it is not zero.
+    outside the sampled range, and the valid bound when it is not zero. The estimate also carries the path check of
+    :mod:`reconguard.bounds.differentiable` on the sampled inputs: an encoder autograd does not describe (sign,
+    rounding, integer outputs, detach) gets every bound 0.
 
     ``representation``: ``auto`` (default) returns this dense ``FisherEstimate`` where the d×d matrices fit in half
     the memory, else a :class:`~reconguard.bounds.lowrank.LowRankFisher` (the Gram of the k·m Jacobian rows);
@@ -229,12 +233,13 @@ def estimate_fisher(
                                         f"held-out Jacobians (h={h})", progress)
             held, held_sizes = _block_means(h_parts, h_edges)
         dtype = str(xs.dtype).replace("torch.", "")
+        path = path_error(enc, xs)
     G = G / k
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
     means, sizes = _block_means(parts, edges) if groups else (None, ())
     return FisherEstimate(G, evals.clamp_min(0.0), evecs, d, m, k, method, False, ACCUMULATION_EPS, dtype,
-                          means, sizes, held, held_sizes)
+                          means, sizes, held, held_sizes, path)
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,13 @@ from torch import nn
 from ..checks import as_samples, check_positive_int, check_sigma, check_tau
 from ..errors import ParameterError, ShapeError
 from ..results import Result
+from .differentiable import path_error
 from .jacobians import ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, group_edges, jacobian_ready, select_inputs
 from .result import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
 from .lowrank_tangent import _saturation, _tangent_terms
-from .saturation import Sampled, corollary1_rule, corollary2_rule, tangent_jackknife
+from .saturation import NOT_DIFFERENTIABLE, Sampled, corollary1_rule, corollary2_rule, differentiable, tangent_jackknife, \
+    zero_bound
 from .structured import StructuredScore
 from ..progress import progress as progress_bar
 
@@ -64,6 +66,7 @@ class LowRankFisher(Result, Sampled):
     Bh: object = None  # held-out rows (n_h×d, scaled 1/√h): the saturation check and the tangent plane
     heldout_group: torch.Tensor | None = None  # block of each held-out row
     heldout_sizes: tuple = ()
+    path_error: float | None = None  # reconguard.bounds.differentiable
     _cache: dict = field(default_factory=dict, compare=False, repr=False)
     _skip_in_dict = ("B", "K", "row_group", "Bh", "heldout_group")
 
@@ -240,11 +243,12 @@ def lowrank_noiseless_bound(f: LowRankFisher, S: StructuredScore, tau: float = 0
 
 
 def lowrank_maeng_bound(f: LowRankFisher, S: StructuredScore, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
-    """Theorem 1: ``d / (Tr E[G]/σ² + Tr S)`` (valid from any sample)."""
+    """Theorem 1: ``d / (Tr E[G]/σ² + Tr S)`` (valid from any sample of a differentiable encoder; else 0)."""
     sigma = check_sigma(sigma)
     _check(f, S)
-    return _bound("maeng", f, S, _maeng_jackknife(f, S, sigma, level), "theorem 1", "d / (Tr(E[G])/sigma^2 + Tr(S))",
-                  sigma=sigma)
+    ok = differentiable(f.saturation)
+    return _bound("maeng", f, S, _maeng_jackknife(f, S, sigma, level) if ok else zero_bound(level),
+                  "theorem 1" if ok else NOT_DIFFERENTIABLE, "d / (Tr(E[G])/sigma^2 + Tr(S))", sigma=sigma)
 
 
 def lowrank_ceiling(S: StructuredScore) -> Bound:
@@ -302,6 +306,7 @@ def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size
         size = chunk_size or max(1, min(k, (1 << 24) // max(1, m * d)))
         B = _jacobian_rows(enc, xs[:k], m, d, size, store, f"Jacobian rows (k={k}, m={m})", progress)
         Bh = _jacobian_rows(enc, xs[k:], m, d, size, store, f"held-out rows (h={h})", progress) if h else None
+        path = path_error(enc, xs)
     groups, edges = group_edges(k, groups)
     row_group = _row_groups(k, m, edges) if groups else torch.zeros(k * m, dtype=torch.long)
     sizes = tuple(edges[b + 1] - edges[b] for b in range(groups)) if groups else ()
@@ -311,7 +316,7 @@ def estimate_fisher_lowrank(encoder: nn.Module, data, k: int = 64, *, chunk_size
         h_group = _row_groups(h, m, h_edges)
         h_sizes = tuple(h_edges[b + 1] - h_edges[b] for b in range(len(h_edges) - 1))
     f = LowRankFisher(B, torch.zeros(0, 0), d, m, k, row_group, sizes, Bh=Bh, heldout_group=h_group,
-                      heldout_sizes=h_sizes)
+                      heldout_sizes=h_sizes, path_error=path)
     K = torch.zeros(k * m, k * m, dtype=torch.float64)
     for _, Bc in f._column_blocks():
         K += Bc @ Bc.T

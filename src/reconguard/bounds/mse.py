@@ -38,7 +38,7 @@ from ..errors import ParameterError
 from .fisher import FisherEstimate, as_fisher, split_range_null
 from .result import Bound
 from .sampling import DEFAULT_LEVEL, Jackknife, with_sampling_error
-from .saturation import corollary1_rule, corollary2_rule, dense_tangent
+from .saturation import NOT_DIFFERENTIABLE, corollary1_rule, corollary2_rule, dense_tangent, differentiable, zero_bound
 
 
 def _finish(name: str, jk: Jackknife, formula: str, d: int, **kw) -> Bound:
@@ -145,15 +145,17 @@ def _maeng_value(sigma: float):
 
 def maeng_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:
     """Theorem 1 (eq. 2): ``d / (Tr(E[G])/σ² + Tr(S))``; 0 as σ → 0 (the trivial limit). Valid from any sample:
-    Tr(E[G]) is a mean the sample estimates without bias whatever its rank."""
+    Tr(E[G]) is a mean the sample estimates without bias whatever its rank — of a differentiable encoder (else 0,
+    :mod:`reconguard.bounds.differentiable`)."""
     if (low := _lowrank(fisher, S)) is not None:
         from .lowrank import lowrank_maeng_bound
         return lowrank_maeng_bound(*low, sigma, level=level)
     fisher, S = _prepare(fisher, S)
     sigma = check_sigma(sigma)
-    return _finish("maeng", with_sampling_error(_maeng_value(sigma), fisher, S, level),
+    ok = differentiable(fisher.saturation)
+    return _finish("maeng", with_sampling_error(_maeng_value(sigma), fisher, S, level) if ok else zero_bound(level),
                    "d / (Tr(E[G])/sigma^2 + Tr(S))", fisher.d, sigma=sigma, inputs=_summary(fisher, S),
-                   kind="theorem 1", saturation=fisher.saturation.to_dict())
+                   kind="theorem 1" if ok else NOT_DIFFERENTIABLE, saturation=fisher.saturation.to_dict())
 
 
 def mse_bound(fisher, S, sigma: float, *, level: float = DEFAULT_LEVEL) -> Bound:

@@ -43,7 +43,7 @@ from ..results import Result
 from .fisher import FisherEstimate, as_fisher, split_range_null
 from .mse import Bound
 from .sampling import DEFAULT_LEVEL, block_jackknife
-from .saturation import SATURATION_TOL, ZERO_UNSATURATED
+from .saturation import NOT_DIFFERENTIABLE, SATURATION_TOL, ZERO_UNSATURATED, differentiable
 
 
 def _theorem2(n: torch.Tensor, T: torch.Tensor, E: torch.Tensor, sigma: float) -> float:
@@ -81,6 +81,8 @@ class PsiTerms(Result):
     def rule(self, sigma: float) -> tuple[str, bool]:
         """``(kind, valid)``: which rule the value at σ follows, and whether it may be reported (else 0)."""
         saturated = self.saturation is None or self.saturation.get("saturated", False)
+        if not differentiable(self.saturation):
+            return NOT_DIFFERENTIABLE, False
         if self.heuristic:
             return (f"heuristic: {'Theorem 2' if sigma > 0 else 'Corollary 3'} with tau = {self.tau:g} "
                     "(paper section 6.4.3), not a guarantee"), True

@@ -36,10 +36,15 @@ with probability ≥ level).
 **σ = 0 when not saturated.** Held-out energy outside the sampled range means the population null space is
 smaller than the sample's, possibly empty, and any direction with energy is read exactly by a noise-free
 attacker: the only valid bound is Theorem 1's σ → 0 limit, 0.
+
+**Not differentiable.** Everything above trusts autograd's Jacobian. A sampled estimate also carries the path check of
+:mod:`reconguard.bounds.differentiable` (does ∫ J v dt match the output's change between two inputs?); when it fails,
+the status is ``"not differentiable"`` and every rule gives 0, the one bound that holds for any encoder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -51,7 +56,7 @@ from .sampling import DEFAULT_LEVEL, Jackknife, block_jackknife
 
 SATURATION_TOL = 1e-6  # unseen share below this is float64 round-off of the projection
 
-STATUSES = ("exact", "saturated", "not saturated", "unchecked")
+STATUSES = ("exact", "saturated", "not saturated", "unchecked", "not differentiable")
 
 
 @dataclass(frozen=True)
@@ -65,12 +70,16 @@ class Saturation(Result):
     d: int
     curve: tuple = ()  # ((k_j, unseen share of the first k_j inputs' range), …)
     tolerance: float = SATURATION_TOL
+    path_error: float | None = None  # reconguard.bounds.differentiable: autograd's Jacobian against the output's change
 
     @property
     def saturated(self) -> bool:
         return self.status in ("exact", "saturated")
 
     def describe(self) -> str:
+        if self.status == "not differentiable":
+            return (f"not differentiable: autograd's Jacobian misses {100 * min(self.path_error, 1.0):.0f} % of how the "
+                    "output changes between inputs (path check)")
         if self.status == "exact":
             return "exact E[G] (no sampling)"
         if self.status == "unchecked":
@@ -95,9 +104,15 @@ class Sampled:
 
     @property
     def saturation(self) -> "Saturation":
-        """:class:`Saturation` of this estimate (cached)."""
+        """:class:`Saturation` of this estimate (cached); ``"not differentiable"`` when the estimate's path check
+        (``path_error``, :mod:`reconguard.bounds.differentiable`) exceeds ``PATH_TOL``, whatever the sample saw."""
         if "saturation" not in self._cache:
-            self._cache["saturation"] = type(self)._saturation_of(self)
+            s = type(self)._saturation_of(self)
+            err = getattr(self, "path_error", None)
+            if err is not None:
+                from .differentiable import PATH_TOL
+                s = dataclasses.replace(s, path_error=err, status="not differentiable" if err > PATH_TOL else s.status)
+            self._cache["saturation"] = s
         return self._cache["saturation"]
 
 
@@ -216,6 +231,20 @@ TANGENT_SATURATED = "corollary 1 tangent plane at held-out inputs (saturated sam
 TANGENT_UNSATURATED = "corollary 1 tangent plane at held-out inputs (sample not saturated)"
 MAENG_UNSATURATED = "theorem 1 (sample not saturated)"
 ZERO_UNSATURATED = "0: sigma = 0 and the sample is not saturated (the population null space may be empty)"
+NOT_DIFFERENTIABLE = ("0: the encoder is not differentiable (its output changes where autograd's Jacobian says it does "
+                      "not: sign, rounding, integer outputs, detach), so no Fisher-information bound applies")
+
+
+def zero_bound(level: float) -> Jackknife:
+    """The bound that holds for every encoder: 0."""
+    return Jackknife(0.0, 0.0, 0.0, 0.0, level, 0)
+
+
+def differentiable(saturation) -> bool:
+    """False when the path check found the encoder not differentiable (``saturation``: a :class:`Saturation` or its
+    ``to_dict()``, or None)."""
+    status = saturation.get("status") if isinstance(saturation, dict) else getattr(saturation, "status", None)
+    return status != "not differentiable"
 
 
 def corollary1_rule(saturation: Saturation, plugin, tangent, maeng, level: float) -> tuple[Jackknife, str]:
@@ -224,7 +253,9 @@ def corollary1_rule(saturation: Saturation, plugin, tangent, maeng, level: float
 
     Exact E[G]: the plug-in. Saturated sample: the smaller of the plug-in (its jackknife is asymptotic: nominal
     5 % exceedance) and the tangent plane (below Corollary 1 by convexity). Not saturated: the larger of the
-    tangent plane and Theorem 1, each at level (1 + level)/2."""
+    tangent plane and Theorem 1, each at level (1 + level)/2. Not differentiable: 0."""
+    if not differentiable(saturation):
+        return zero_bound(level), NOT_DIFFERENTIABLE
     if saturation.saturated:
         jk, kind = plugin(level), "corollary 1"
         if saturation.status != "exact" and tangent is not None:
@@ -242,9 +273,12 @@ def corollary1_rule(saturation: Saturation, plugin, tangent, maeng, level: float
 
 
 def corollary2_rule(saturation: Saturation, plugin, tau: float, heuristic: bool, level: float) -> tuple[Jackknife, str]:
-    """Corollary 2 on a null space the check confirms (exact or saturated); 0 otherwise; τ > 0 is the heuristic."""
+    """Corollary 2 on a null space the check confirms (exact or saturated); 0 otherwise; τ > 0 is the heuristic;
+    0 for an encoder that is not differentiable, whatever τ."""
+    if not differentiable(saturation):
+        return zero_bound(level), NOT_DIFFERENTIABLE
     if heuristic:
         return plugin(level), f"heuristic: Corollary 2 with tau = {tau:g} (paper section 6.4.3), not a guarantee"
     if saturation.saturated:
         return plugin(level), "corollary 2"
-    return Jackknife(0.0, 0.0, 0.0, 0.0, level, 0), ZERO_UNSATURATED
+    return zero_bound(level), ZERO_UNSATURATED
