@@ -117,6 +117,12 @@ def test_the_path_check_tells_differentiable_encoders_from_the_rest():
             return NoForwardMode.apply(v.reshape(len(v), -1).to(self.W.dtype) @ self.W.T - self.b)
 
     assert path_error(Custom(), x) < PATH_TOL / 2
+    from reconguard.nn.resnet import ResNet18  # the model users bring most: ReLU kinks everywhere, still passes
+    net = ResNet18(num_classes=10, in_channels=3, act="relu", width=16).double().eval()
+    for p in net.parameters():
+        p.requires_grad_(False)
+    rgb = torch.rand(4, 3, 16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert path_error(net, rgb) < PATH_TOL
     smooth = estimate_fisher(SignCodes("smooth"), _prior_samples(), k=32, seed=0)
     assert smooth.saturation.status in ("saturated", "not saturated") and smooth.path_error < PATH_TOL / 2
 
