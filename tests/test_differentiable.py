@@ -153,3 +153,44 @@ def test_an_audit_of_integer_codes_runs_and_says_why_its_bounds_are_zero(tmp_pat
     result = json.loads((out / "results.json").read_text())
     assert all(r["bound"]["value"] == 0.0 for r in result["rows"])
     assert any("no evidence of privacy" in w and "integer" in w for w in result["warnings"])
+
+
+class _Hidden(nn.Module):
+    """tanh(W x) computed under ``torch.no_grad`` or through NumPy: reverse mode sees nothing, forward mode (no_grad
+    only) sees all."""
+
+    def __init__(self, m: int, how: str):
+        super().__init__()
+        self.l = nn.Linear(D, m, dtype=torch.float64)
+        self.how = how
+
+    def forward(self, x):
+        x = x.reshape(len(x), -1).to(torch.float64)
+        if self.how == "no_grad":
+            with torch.no_grad():
+                return torch.tanh(self.l(x))
+        if self.how == "numpy":
+            import numpy as np
+            return torch.from_numpy(np.tanh(self.l(x).detach().numpy()))
+        return torch.tanh(self.l(x))
+
+
+def test_the_check_sees_the_jacobian_the_estimate_was_built_from():
+    """``torch.no_grad`` inside forward hides the encoder from reverse mode (jacrev, m < d: E[G] = 0, the bound read
+    the ceiling) but not from forward mode (jacfwd, m ≥ d: E[G] is right, and so is the bound); NumPy inside forward
+    stopped torch.func with "Cannot access data pointer" and now falls back to the reference loop, then to 0."""
+    x = _prior_samples()
+    S = estimate_score_matrix(gaussian_prior(MU, ETA, D), n=4000, seed=1)
+    hidden = estimate_fisher(_Hidden(16, "no_grad"), x, k=16, seed=0)
+    assert hidden.method == "jacrev" and hidden.saturation.status == "not differentiable"
+    assert noiseless_mse_bound(hidden, S).value == 0.0 and mse_bound(hidden, S, 0.1).value == 0.0
+    numpy = estimate_fisher(_Hidden(16, "numpy"), x, k=16, seed=0)
+    assert numpy.saturation.status == "not differentiable" and mse_bound(numpy, S, 0.1).value == 0.0
+    wide = _Hidden(128, "no_grad")
+    seen = estimate_fisher(wide, x, k=16, seed=0)
+    plain = _Hidden(128, "plain")
+    plain.load_state_dict(wide.state_dict())
+    ref = estimate_fisher(plain, x, k=16, seed=0)
+    assert seen.method == "jacfwd" and seen.saturation.status != "not differentiable"
+    assert torch.allclose(seen.matrix, ref.matrix) and float(ref.matrix.trace()) > 0
+    assert mse_bound(seen, S, 0.1).value == mse_bound(ref, S, 0.1).value > 0

@@ -281,8 +281,9 @@ def encoder(model, data, *, sigmas=(0.0,), preset: str = "smoke", score: str = "
     warnings = (warning,) if warning else ()
     if any(r.kind == NOT_DIFFERENTIABLE for r in bound_rows.values()):
         warnings += ("the model's output changes where autograd's Jacobian says it does not (sign, rounding, integer "
-                     "codes, detach): every bound is 0, and the gradient attack (MAP) sees no gradient — only the "
-                     "learned decoder measures it, so a poor attack here is no evidence of privacy.",)
+                     "codes, detach / no_grad / NumPy, noise inside forward): every bound is 0, and the gradient "
+                     "attack (MAP) sees no gradient — only the learned decoder measures it, so a poor attack here is "
+                     "no evidence of privacy.",)
     x = held.reshape(n_attack, -1)
     base = mse(train.reshape(len(train), -1).mean(0, keepdim=True).expand_as(x), x)
     baseline = AttackScore("baseline: the mean image (a guess)", base.mean, base.stderr)

@@ -311,17 +311,19 @@ class ImageModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         dtype, device = self._dtype_device()
         n = x.shape[0]
-        out = self.module(x.reshape(n, *self.in_shape).to(device=device, dtype=dtype))
+        x = x.reshape(n, *self.in_shape).to(device=device, dtype=dtype)
+        out = self.module(x)
         if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) and len(out) == 1:
             out = out[0]
         if not isinstance(out, torch.Tensor):
             raise ShapeError(f"the model returned a {type(out).__name__}, not a tensor; audit a module whose forward "
                              "returns the embedding (or the logits) as one tensor.")
-        if not out.is_floating_point():  # integer or boolean codes as floats, tied to the input with a zero derivative
-            # (what autograd says of a step function), so that attacks, timings and the path check run on them; the
-            # path check then finds the output moving where autograd sees no change, and the bounds are 0
-            out = out.to(dtype) + 0.0 * x.reshape(n, -1).to(device=device, dtype=dtype).sum(1).reshape(
-                n, *([1] * (out.dim() - 1)))
+        cut = torch.is_grad_enabled() and x.requires_grad and not out.requires_grad  # no_grad, detach, NumPy inside
+        if cut or not out.is_floating_point():
+            # integer codes as floats; either tied to the input with a zero derivative (what autograd says of a step
+            # function) so that attacks and timings run; the path check then finds the output moving where autograd
+            # sees no change, and the bounds are 0 (reconguard.bounds.differentiable)
+            out = out.to(dtype) + 0.0 * x.reshape(n, -1).sum(1).reshape(n, *([1] * (out.dim() - 1)))
         return out.reshape(n, -1) if self.flatten else out
 
 

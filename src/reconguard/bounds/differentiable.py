@@ -34,21 +34,24 @@ PATH_PAIRS = 2       # pairs of the sample's inputs checked
 PATH_POINTS = (16, 64)  # trapezoid intervals per pair: the first, and the refinement when the first is above PATH_TOL/2
 
 
-def path_error(enc: nn.Module, x: torch.Tensor, pairs: int = PATH_PAIRS, points=PATH_POINTS) -> float | None:
+def path_error(enc: nn.Module, x: torch.Tensor, pairs: int = PATH_PAIRS, points=PATH_POINTS,
+               forward: bool = False) -> float | None:
     """``‖Δf − ∫₀¹ J v dt‖ / max(‖Δf‖, ‖∫‖)`` over up to ``pairs`` disjoint pairs of the inputs ``x`` (module
     docstring), with ``points`` trapezoid intervals — an int, or increasing counts tried in turn while the error is
     above ``PATH_TOL / 2`` (a ReLU network's kinks cost the trapezoid about 1/P: a ReLU ResNet-18 gives 0.07 at 16,
     0.02 at 64); None with fewer than two inputs. ``enc`` and ``x`` as
-    :func:`~reconguard.bounds.jacobians.jacobian_ready` yields them (eval mode, parameters frozen)."""
+    :func:`~reconguard.bounds.jacobians.jacobian_ready` yields them (eval mode, parameters frozen). ``forward``: the
+    mode the estimator took its Jacobians in (jacfwd), else reverse — the check must see the Jacobian E[G] was built
+    from: ``torch.no_grad`` inside a forward hides it from reverse mode only."""
     error = None
     for p in (points,) if isinstance(points, int) else points:
-        error = _path_error(enc, x, pairs, p)
+        error = _path_error(enc, x, pairs, p, forward)
         if error is None or error <= PATH_TOL / 2:
             break
     return error
 
 
-def _path_error(enc: nn.Module, x: torch.Tensor, pairs: int, points: int) -> float | None:
+def _path_error(enc: nn.Module, x: torch.Tensor, pairs: int, points: int, forward: bool) -> float | None:
     pairs = min(pairs, x.shape[0] // 2)
     if pairs < 1:
         return None
@@ -58,7 +61,7 @@ def _path_error(enc: nn.Module, x: torch.Tensor, pairs: int, points: int) -> flo
     grid = t.reshape(1, -1, *([1] * (x.dim() - 1)))
     pts = (a[:, None] + grid * v[:, None]).reshape(-1, *x.shape[1:])
     tangents = v[:, None].expand(-1, points + 1, *x.shape[1:]).reshape(-1, *x.shape[1:])
-    f, jv = _values_and_slopes(enc, pts, tangents)
+    f, jv = _values_and_slopes(enc, pts, tangents, forward)
     f, jv = f.reshape(pairs, points + 1, -1), jv.reshape(pairs, points + 1, -1)
     w = torch.ones(points + 1, dtype=x.dtype, device=x.device)
     w[0] = w[-1] = 0.5
@@ -68,16 +71,23 @@ def _path_error(enc: nn.Module, x: torch.Tensor, pairs: int, points: int) -> flo
     return 0.0 if norm == 0.0 else float(((change - integral) ** 2).sum() / norm) ** 0.5
 
 
-def _values_and_slopes(enc: nn.Module, pts: torch.Tensor, tangents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(f(pts), J(pts)·tangents)``, flat per point: one forward-mode pass where every op has one, else each point's
-    Jacobian by reverse mode (what ``estimate_fisher(method="loop")`` takes), so the check runs wherever E[G] does."""
+def _values_and_slopes(enc: nn.Module, pts: torch.Tensor, tangents: torch.Tensor,
+                       forward: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(f(pts), J(pts)·tangents)``, flat per point, in the estimator's mode: forward mode (one JVP), or reverse mode
+    (J·v as the VJP of the VJP, linear in the cotangent); where torch.func cannot trace the forward, each point's
+    Jacobian by reverse mode (what ``estimate_fisher(method="loop")`` and the Jacobians' own fallback take)."""
     def flat(z: torch.Tensor) -> torch.Tensor:
         return enc(z).reshape(z.shape[0], -1).to(z.dtype)
 
     try:
-        f, jv = torch.func.jvp(flat, (pts,), (tangents,))
-        return f.detach(), jv.detach()
-    except Exception:  # noqa: BLE001 — an op without forward-mode AD (a custom autograd.Function, TorchScript, …)
+        if forward:
+            f, jv = torch.func.jvp(flat, (pts,), (tangents,))
+        else:
+            f, vjp = torch.func.vjp(flat, pts)
+            _, vjp_of_vjp = torch.func.vjp(lambda u: vjp(u)[0], torch.zeros_like(f))
+            (jv,) = vjp_of_vjp(tangents)
+        return f.detach(), jv.detach().reshape(f.shape)
+    except Exception:  # noqa: BLE001 — an op without that mode (a custom autograd.Function, NumPy, TorchScript, …)
         values, slopes = [], []
         for p, t in zip(pts, tangents):
             J = torch.autograd.functional.jacobian(lambda v: flat(v.unsqueeze(0))[0], p)

@@ -233,7 +233,7 @@ def estimate_fisher(
                                         f"held-out Jacobians (h={h})", progress)
             held, held_sizes = _block_means(h_parts, h_edges)
         dtype = str(xs.dtype).replace("torch.", "")
-        path = path_error(enc, xs)
+        path = path_error(enc, xs, forward=(method == "jacfwd"))
     G = G / k
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)

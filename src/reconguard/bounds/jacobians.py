@@ -90,8 +90,19 @@ def _batched_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward:
 
     Reverse: one forward of the whole chunk, then its VJP vmapped over the m one-hot cotangents
     (cotangent e_j for every sample gives row j of each J_i). Forward: the JVP vmapped over the d
-    one-hot tangents (columns). Valid because an encoder in eval mode maps each sample on its own.
+    one-hot tangents (columns). Valid because an encoder in eval mode maps each sample on its own. A forward that
+    torch.func cannot trace (NumPy inside, a tensor without storage) falls back to the reference loop, one
+    ``torch.autograd.functional.jacobian`` per sample, which gives 0 where autograd loses the input (and the path check
+    of :mod:`reconguard.bounds.differentiable` then zeroes the bounds).
     """
+    try:
+        return _traced_jacobian(enc, xc, m, d, forward)
+    except RuntimeError:
+        rows = [torch.autograd.functional.jacobian(lambda v: enc(v.unsqueeze(0)).reshape(m), xi) for xi in xc]
+        return torch.stack([r.reshape(m, d) for r in rows])
+
+
+def _traced_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward: bool) -> torch.Tensor:
     c, shape = xc.shape[0], xc.shape[1:]
     if not forward:
         _, vjp_fn = torch.func.vjp(lambda v: enc(v).reshape(c, m), xc)

@@ -232,8 +232,8 @@ TANGENT_UNSATURATED = "corollary 1 tangent plane at held-out inputs (sample not 
 MAENG_UNSATURATED = "theorem 1 (sample not saturated)"
 ZERO_UNSATURATED = "0: sigma = 0 and the sample is not saturated (the population null space may be empty)"
 NOT_DIFFERENTIABLE = ("0: the encoder is not differentiable (its output changes where autograd's Jacobian says it does "
-                      "not: sign, rounding, integer outputs, detach, or noise drawn inside forward — give that as "
-                      "sigma instead), so no Fisher-information bound applies")
+                      "not: sign, rounding, integer outputs, detach / no_grad / NumPy inside forward, or noise drawn "
+                      "inside forward — give that as sigma instead), so no Fisher-information bound applies")
 
 
 def zero_bound(level: float) -> Jackknife:
