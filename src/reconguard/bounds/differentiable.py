@@ -12,16 +12,16 @@ too little) where the output moves. E[G] then misses that information and every 
 Theorems 1–2, the tangent plane — would read as more privacy than there is (a sign encoder's E[G] is 0, so its bound
 is the prior's ceiling: "the embedding reveals nothing").
 
-``path_error`` is ``‖Δf − ∫‖ / max(‖Δf‖, ‖∫‖)`` summed over ``pairs`` pairs of the sample's inputs, with one batched JVP at
-``P + 1`` points per pair (the primal outputs at the end points give Δf), P = 16, refined to 64 when the error is above
-``PATH_TOL / 2``. Measured: smooth encoders (SplitCNN, the GELU split ResNet-18 at 32×32 and 3×224×224; P = 8)
-≤ 5·10⁻⁴; ReLU networks, the trapezoid's error at the kinks, about 1/P: an MLP 0.06–0.07 at P = 8, a ReLU ResNet-18
-at 32×32 0.10–0.16 at 8, 0.07 at 16, 0.03 at 32, 0.02 at 64; sign, rounding to 1/255, argmax, a detached input: 1.00
-at every P; half the outputs detached: 0.81. Above ``PATH_TOL`` the estimate's saturation status is ``"not differentiable"`` and every
-bound on it is 0 (:mod:`reconguard.bounds.saturation`). The tolerance is what the check can tell, not a proof: an
-encoder that hides less than about 4 % of its output's change from autograd (error < 0.2) passes. Two inputs that the
-encoder maps to one output in every pair (a constant encoder, or a coarse quantiser flat between them) show no error:
-there J = 0 is right.
+``path_error`` is ``‖Δf − ∫‖ / max(‖Δf‖, ‖∫‖)`` summed over ``pairs`` pairs of the sample's inputs, from one batched
+J·v at ``P + 1`` points per pair (the primal outputs at the end points give Δf) in the mode the estimate used (a JVP,
+or the VJP of the VJP), P = 16, refined to 64 when the error is above ``PATH_TOL / 2``. Measured: smooth encoders
+(SplitCNN, the GELU split ResNet-18 at 32×32 and 3×224×224; P = 8) ≤ 5·10⁻⁴; ReLU networks, the trapezoid's error at
+the kinks, about 1/P: an MLP 0.06–0.07 at P = 8, a ReLU ResNet-18 at 32×32 0.10–0.16 at 8, 0.07 at 16, 0.03 at 32,
+0.02 at 64; sign, rounding to 1/255, argmax, a detached input: 1.00 at every P; half the outputs detached: 0.81. Above
+``PATH_TOL`` the estimate's saturation status is ``"not differentiable"`` and every bound on it is 0
+(:mod:`reconguard.bounds.saturation`). The tolerance is what the check can tell, not a proof: an encoder that hides
+less than about 4 % of its output's change from autograd (error < 0.2) passes. Two inputs that the encoder maps to one
+output in every pair (a constant encoder, or a coarse quantiser flat between them) show no error: there J = 0 is right.
 """
 
 from __future__ import annotations

@@ -52,6 +52,7 @@ import torch
 
 from ..errors import ParameterError
 from ..results import Result
+from .differentiable import PATH_TOL
 from .sampling import DEFAULT_LEVEL, Jackknife, block_jackknife
 
 SATURATION_TOL = 1e-6  # unseen share below this is float64 round-off of the projection
@@ -78,8 +79,8 @@ class Saturation(Result):
 
     def describe(self) -> str:
         if self.status == "not differentiable":
-            return (f"not differentiable: autograd's Jacobian misses {100 * min(self.path_error, 1.0):.0f} % of how the "
-                    "output changes between inputs (path check)")
+            return (f"not differentiable: autograd's Jacobian, integrated between two inputs, misses the output's change "
+                    f"by {min(self.path_error, 1.0):.2f} of its size (path check; at most {PATH_TOL} passes)")
         if self.status == "exact":
             return "exact E[G] (no sampling)"
         if self.status == "unchecked":
@@ -110,7 +111,6 @@ class Sampled:
             s = type(self)._saturation_of(self)
             err = getattr(self, "path_error", None)
             if err is not None:
-                from .differentiable import PATH_TOL
                 s = dataclasses.replace(s, path_error=err, status="not differentiable" if err > PATH_TOL else s.status)
             self._cache["saturation"] = s
         return self._cache["saturation"]
