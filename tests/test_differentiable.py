@@ -194,3 +194,26 @@ def test_the_check_sees_the_jacobian_the_estimate_was_built_from():
     assert seen.method == "jacfwd" and seen.saturation.status != "not differentiable"
     assert torch.allclose(seen.matrix, ref.matrix) and float(ref.matrix.trace()) > 0
     assert mse_bound(seen, S, 0.1).value == mse_bound(ref, S, 0.1).value > 0
+
+
+def test_a_classifier_with_masked_gradients_is_flagged_in_its_audit(tmp_path):
+    """A classifier whose forward runs under ``torch.no_grad`` gives gradient attacks nothing: robust accuracy read
+    as clean accuracy at every ε. The audit now says its robust accuracy and gradient inversions are no evidence."""
+    import json
+
+    from reconguard.cli import main
+
+    (tmp_path / "masked.py").write_text(
+        "import torch\nfrom torch import nn\n"
+        "class Masked(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.f = nn.Sequential(nn.Flatten(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 5))\n"
+        "    @torch.no_grad()\n"
+        "    def forward(self, x):\n"
+        "        return self.f(x)\n")
+    out = tmp_path / "audit"
+    assert main(["audit", "classifier", "--model", f"{tmp_path / 'masked.py'}:Masked", "--preset", "smoke", "--quiet",
+                 "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert any("masked" in w and "no evidence of robustness" in w for w in res["warnings"]), res["warnings"]

@@ -3,7 +3,9 @@
 The estimate extrapolates from timings of the audit's own pieces on this machine, taken on one or a few inputs:
 
 - **Jacobians**: ``(k + h)·t_J`` — ``t_J`` one input's m×d Jacobian (:func:`~reconguard.bounds.jacobians.
-  seconds_per_jacobian`), h the held-out inputs of the saturation check;
+  seconds_per_jacobian`), h the held-out inputs of the saturation check — plus the path check of
+  :mod:`reconguard.bounds.differentiable`, ``34 × 6 × t_step`` (34 products J·v, each a VJP of a VJP in float64: about
+  six float32 forward-and-backward passes, ``t_step`` as for MAP below);
 - **bounds**: the flops of the chosen representation at the measured float64 rate — low-rank: the Gram ``K = BBᵀ``
   (2n²d, n = k·m), the held-out cross products (2·h·m·n·d) and the n×n eigendecompositions of the jackknife
   (≈ 11 × 10n³); dense: ``JᵀJ`` (2(k + h)·m·d²), S (2·n_s·d²) and ≈ 24 d×d eigendecompositions (10d³ each);
@@ -31,6 +33,7 @@ from ..results import Result
 MINIMUM = {"k": 8, "map_steps": 10, "decoder_epochs": 1, "n_attack": 4, "score_samples": 500}
 JACOBIAN_WORK_BYTES = 3 * 8.0 * 2**24  # a chunk of Jacobian entries (bounds.jacobians) and its autograd intermediates
 SCALED = ("k", "map_steps", "decoder_epochs", "n_attack", "score_samples")
+PATH_PRODUCTS = 34  # J·v products of the path check (2 pairs × 17 points; reconguard.bounds.differentiable)
 
 
 def peak_rss_bytes() -> float:
@@ -74,7 +77,8 @@ class AuditEstimate(Result):
         else:
             flops = 2.0 * (k + h) * m * d * d + 2.0 * cfg["score_samples"] * d * d + 240.0 * d**3
         runs = (len(cfg["betas"]) if self.zero_sigma else 0) + self.n_sigmas - int(self.zero_sigma)  # MAP runs
-        return {"Jacobians": (k + h) * self.t_jacobian, "bounds": flops / self.flop_rate,
+        path_check = PATH_PRODUCTS * 6 * self.t_map_image
+        return {"Jacobians": (k + h) * self.t_jacobian + path_check, "bounds": flops / self.flop_rate,
                 "MAP": cfg["map_steps"] * runs * cfg["n_attack"] * self.t_map_image,
                 "decoder": cfg["decoder_epochs"] * self.n_train * self.n_sigmas * self.t_decoder_image}
 

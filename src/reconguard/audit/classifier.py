@@ -108,6 +108,7 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
     if m != split.num_classes:
         raise ShapeError(f"the model gives {m} outputs per image; a classifier of the {split.num_classes} private "
                          f"classes gives {split.num_classes} logits.")
+    warnings = ((warning,) if warning else ()) + _masked_gradients(target, split.test.images[:8].to(device), device)
     attack = AttackSettings(candidates=cfg["candidates"], keep=cfg["keep"], steps=cfg["steps"], finals=cfg["finals"],
                             generator_epochs=cfg["generator_epochs"], baseline_steps=cfg["baseline_steps"], loss="ce")
     robust = RobustSettings(eps=tuple(eps if eps is not None else PAPER_EPS), n=cfg["robust_n"],
@@ -126,5 +127,23 @@ def classifier(model, private="digits", public="digits", *, num_classes: int | N
     rob = {e: v["worst"] for e, v in (evaluation.get("robust") or {}).items()}
     return ClassifierAudit(str(name), split.num_classes, tuple(split.train.shape), data_name, test_acc,
                            float(evaluator.eval_acc), leakage, rob, evaluation.get("hsic") or {}, preset,
-                           time.perf_counter() - start, example or {}, norm, (warning,) if warning else ())
+                           time.perf_counter() - start, example or {}, norm, warnings)
+
+
+def _masked_gradients(target, images: torch.Tensor, device) -> tuple:
+    """A warning when autograd's gradient does not describe the classifier (the path check of
+    :mod:`reconguard.bounds.differentiable` on its logits between four pairs of test images): no_grad, detach, argmax
+    or rounding inside forward mask the gradient, so gradient attacks fail — robust accuracy then reads as clean
+    accuracy, and the gradient-based inversions find nothing — without the model being robust or private."""
+    from ..bounds.differentiable import PATH_TOL, path_error
+    from ..bounds.jacobians import jacobian_ready
+
+    with jacobian_ready(target, images, "float64", device) as (enc, xs, _, _):
+        error = path_error(enc, xs, pairs=len(xs) // 2)
+    if error is None or error <= PATH_TOL:
+        return ()
+    return (f"the model's logits change where autograd's gradient says they do not (path check error {error:.2f} > "
+            f"{PATH_TOL}: no_grad, detach, argmax or rounding inside forward): its gradients are masked, so the robust "
+            "accuracy below, measured by gradient attacks, is no evidence of robustness, and the gradient-based "
+            "inversions are no evidence of privacy.",)
 
