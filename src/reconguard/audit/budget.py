@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
+from ..bounds.differentiable import PATH_PRODUCTS
 from ..errors import ParameterError
 from ..results import Result
 
 MINIMUM = {"k": 8, "map_steps": 10, "decoder_epochs": 1, "n_attack": 4, "score_samples": 500}
 JACOBIAN_WORK_BYTES = 3 * 8.0 * 2**24  # a chunk of Jacobian entries (bounds.jacobians) and its autograd intermediates
 SCALED = ("k", "map_steps", "decoder_epochs", "n_attack", "score_samples")
-PATH_PRODUCTS = 34  # J·v products of the path check (2 pairs × 17 points; reconguard.bounds.differentiable)
 
 
 def peak_rss_bytes() -> float:

@@ -134,11 +134,13 @@ def _masked_gradients(target, images: torch.Tensor, device) -> tuple:
     """A warning when autograd's gradient does not describe the classifier (the path check of
     :mod:`reconguard.bounds.differentiable` on its logits between four pairs of test images): no_grad, detach, argmax
     or rounding inside forward mask the gradient, so gradient attacks fail — robust accuracy then reads as clean
-    accuracy, and the gradient-based inversions find nothing — without the model being robust or private."""
+    accuracy, and the gradient-based inversions find nothing — without the model being robust or private. Four pairs
+    (68 products J·v), not the encoder check's two: an argmax output moves only between images of other classes."""
     from ..bounds.differentiable import PATH_TOL, path_error
     from ..bounds.jacobians import jacobian_ready
 
-    with jacobian_ready(target, images, "float64", device) as (enc, xs, _, _):
+    with jacobian_ready(target, images, "native", device) as (enc, xs, _, _):  # a warning: float32 round-off is far
+        # below the tolerance, and a large classifier's float64 copy is not needed
         error = path_error(enc, xs, pairs=len(xs) // 2)
     if error is None or error <= PATH_TOL:
         return ()

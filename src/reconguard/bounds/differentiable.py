@@ -32,6 +32,7 @@ from torch import nn
 PATH_TOL = 0.2       # path_error above this: autograd's Jacobian does not describe the encoder
 PATH_PAIRS = 2       # pairs of the sample's inputs checked
 PATH_POINTS = (16, 64)  # trapezoid intervals per pair: the first, and the refinement when the first is above PATH_TOL/2
+PATH_PRODUCTS = PATH_PAIRS * (PATH_POINTS[0] + 1)  # J·v products of one check before any refinement (34)
 PATH_CHUNK = 8       # points per J·v pass (a reverse pass over 34 points of 3×224×224 in float64 peaked at 4.6 GB)
 
 
