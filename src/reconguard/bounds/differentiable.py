@@ -92,10 +92,9 @@ def _values_and_slopes(enc: nn.Module, pts: torch.Tensor, tangents: torch.Tensor
             (jv,) = vjp_of_vjp(tangents)
         return f.detach(), jv.detach().reshape(f.shape)
     except Exception:  # noqa: BLE001 — an op without that mode (a custom autograd.Function, NumPy, TorchScript, …)
-        values, slopes = [], []
-        for p, t in zip(pts, tangents):
-            J = torch.autograd.functional.jacobian(lambda v: flat(v.unsqueeze(0))[0], p)
-            slopes.append(J.reshape(J.shape[0], -1) @ t.reshape(-1))
-            with torch.no_grad():
-                values.append(flat(p.unsqueeze(0))[0])
-        return torch.stack(values), torch.stack(slopes)
+        from .jacobians import loop_jacobian
+
+        with torch.no_grad():
+            f = flat(pts)
+        J = loop_jacobian(flat, pts, f.shape[1], pts[0].numel())
+        return f, (J @ tangents.reshape(len(pts), -1, 1)).squeeze(-1)

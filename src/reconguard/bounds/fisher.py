@@ -34,7 +34,7 @@ from ..errors import ParameterError, ShapeError, UnknownOptionError
 from ..encoders.noisy import split_noise
 from ..results import Result
 from .jacobians import (ACCUMULATION_EPS, DEFAULT_GROUPS, _batched_jacobian, _default_chunk, default_heldout,  # noqa: F401
-                        group_edges, jacobian_ready, select_inputs)
+                        group_edges, jacobian_ready, loop_jacobian, select_inputs)
 from .differentiable import path_error
 from .saturation import Sampled, dense_saturation
 from ..progress import progress as progress_bar
@@ -123,9 +123,6 @@ def accumulate_jtj(enc: nn.Module, x: torch.Tensor, m: int, d: int, method: str,
                    chunk_size: int | None, label: str, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """``(Σ_i J_iᵀJ_i, per-block sums)`` in float64 over the inputs ``x``, blocks given by ``edges`` (a chunk never
     straddles two blocks)."""
-    def f(xi: torch.Tensor) -> torch.Tensor:  # one sample → its flat embedding (reference loop)
-        return enc(xi.unsqueeze(0)).reshape(-1)
-
     G = torch.zeros(d, d, dtype=torch.float64, device=x.device)
     parts = torch.zeros(len(edges) - 1, d, d, dtype=torch.float64)
     size = 1 if method == "loop" else (chunk_size or _default_chunk(x.shape[0], m, d, x.device))
@@ -133,7 +130,7 @@ def accumulate_jtj(enc: nn.Module, x: torch.Tensor, m: int, d: int, method: str,
               for a in range(edges[g], edges[g + 1], size)]
     for gi, xc in progress_bar(chunks, label, enabled=progress):
         if method == "loop":
-            J = torch.autograd.functional.jacobian(f, xc[0]).reshape(1, m, d)
+            J = loop_jacobian(enc, xc, m, d)
         else:  # (under no_grad, torch.func runs about 2x slower here)
             J = _batched_jacobian(enc, xc, m, d, forward=(method == "jacfwd"))
         J = J.detach().to(torch.float64).reshape(-1, d)

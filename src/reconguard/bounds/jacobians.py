@@ -98,8 +98,14 @@ def _batched_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward:
     try:
         return _traced_jacobian(enc, xc, m, d, forward)
     except RuntimeError:
-        rows = [torch.autograd.functional.jacobian(lambda v: enc(v.unsqueeze(0)).reshape(m), xi) for xi in xc]
-        return torch.stack([r.reshape(m, d) for r in rows])
+        return loop_jacobian(enc, xc, m, d)
+
+
+def loop_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int) -> torch.Tensor:
+    """``c×m×d`` Jacobians, one ``torch.autograd.functional.jacobian`` per sample: the reference (``method="loop"``)
+    and the fallback wherever torch.func cannot trace the forward."""
+    return torch.stack([torch.autograd.functional.jacobian(lambda v: enc(v.unsqueeze(0)).reshape(m), xi).reshape(m, d)
+                        for xi in xc])
 
 
 def _traced_jacobian(enc: nn.Module, xc: torch.Tensor, m: int, d: int, forward: bool) -> torch.Tensor:
